@@ -1,0 +1,70 @@
+"""What a harness sees (``HarnessContext``) and what it must be (``Harness``).
+
+A harness never sees an answer: the context carries no AnswerKey, and the driver
+grades the returned Trajectory afterwards.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, asdict
+from typing import Any, Protocol, runtime_checkable
+
+from evalcore.models.base import ChatModel, Sampling
+from evalcore.problems import ProblemSpec
+from evalcore.records import Trajectory
+from evalcore.sandbox.types import ExecResult, Limits
+
+
+@dataclass(frozen=True)
+class Budgets:
+    """Per-trajectory budgets; recorded in every trajectory."""
+
+    max_turns: int = 12  # code cells executed (multi-turn harnesses)
+    max_calls: int = 16  # model calls of any kind
+    max_output_tokens: int = 16384  # per call (sent as max_tokens)
+    max_total_tokens: int = 400_000  # prompt + completion over the trajectory
+    summary_chars: int = 2000  # per action output kept in the rolling summary
+    summary_actions: int = 6  # most recent actions shown to the model
+    exec_limits: Limits = field(default_factory=Limits)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class SessionHandle(Protocol):
+    """A persistent interpreter pinned to one executor for a trajectory's life."""
+
+    async def run_cell(self, code: str, limits: Limits | None = None) -> ExecResult: ...
+
+    async def close(self) -> None: ...
+
+
+@runtime_checkable
+class Executor(Protocol):
+    """One-shot runs and persistent sessions; local or on Ray executor actors."""
+
+    async def run(self, code: str, limits: Limits | None = None) -> ExecResult: ...
+
+    async def open_session(self) -> SessionHandle: ...
+
+
+@dataclass
+class HarnessContext:
+    model: ChatModel
+    executor: Executor
+    sampling: Sampling
+    sample: int
+    budgets: Budgets = field(default_factory=Budgets)
+    model_name: str = ""
+    method: str = ""
+    extraction: str = "submit"  # answer-extraction profile (evalcore.extraction)
+
+    @property
+    def seed(self) -> int:
+        return self.sampling.seed_for(self.sample)
+
+
+@runtime_checkable
+class Harness(Protocol):
+    name: str
+
+    async def run(self, problem: ProblemSpec, ctx: HarnessContext) -> Trajectory: ...

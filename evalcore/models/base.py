@@ -1,0 +1,54 @@
+"""The ChatModel protocol every backend implements, and the paper's sampling defaults."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, asdict
+from typing import Any, Protocol, runtime_checkable
+
+Message = dict[str, str]  # {"role": ..., "content": ...}
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """Sampling parameters; defaults are the paper's (A.1). seed = base_seed + sample."""
+
+    temperature: float = 0.6
+    top_p: float = 0.95
+    top_k: int = 20
+    max_tokens: int = 16384
+    base_seed: int = 42
+    extra_body: dict[str, Any] = field(default_factory=dict)  # vLLM extras, chat_template_kwargs ...
+
+    def seed_for(self, sample: int) -> int:
+        return self.base_seed + sample
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class Usage:
+    """Token usage as the server reported it; None = not reported (missing, not zero)."""
+
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    cached_prompt_tokens: int | None = None
+
+
+@dataclass
+class Completion:
+    text: str
+    usage: Usage
+    finish_reason: str | None
+    latency_s: float
+    simulated: bool = False
+
+
+class ModelError(Exception):
+    """The model endpoint failed (after retries). Infrastructure, not the program's fault."""
+
+
+@runtime_checkable
+class ChatModel(Protocol):
+    name: str
+
+    async def chat(self, messages: list[Message], sampling: Sampling, seed: int) -> Completion: ...
