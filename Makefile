@@ -1,13 +1,13 @@
-# The README's two commands. Keep them in sync with README.md "Quick start".
-PY ?= python3
+# The README's two commands (Quick start). Keep in sync with README.md and .ci/run.
+PY ?= python
 
-.PHONY: demo test install
+.PHONY: demo test bench
 
-install:
-	$(PY) -m pip install -e '.[test]'
+demo:
+	$(PY) -m pip install -e . && $(PY) jobs/sweep.py
 
-demo: install
-	$(PY) jobs/sweep.py
+test:
+	$(PY) -m pip install -e '.[test]' && $(PY) -m pytest -q tests
 
-test: install
-	$(PY) -m pytest -q -p no:cacheprovider tests
+bench:
+	$(PY) bench/bench_sandbox.py && $(PY) bench/bench_plan.py && $(PY) bench/bench_sweep.py
