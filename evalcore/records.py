@@ -172,3 +172,9 @@ LEDGER_SCHEMA = pa.schema(
         pa.field("budgets", pa.string()),  # JSON object
     ]
 )
+
+
+def empty_table() -> pa.Table:
+    """A ledger table with no rows and exactly :data:`LEDGER_SCHEMA` (for tests and for
+    reports over a sweep that has committed nothing yet)."""
+    return LEDGER_SCHEMA.empty_table()

@@ -1,0 +1,282 @@
+"""Answer parsing and grading profiles.
+
+``grade(submitted, expected, profile)`` is the one place that decides correctness. Both
+sides go through :func:`parse_submission`, so a raw value a program passed to
+``submit(...)`` and a stored answer are compared the same way.
+
+Parsing (what counts as an answer)
+----------------------------------
+* numbers: ``int``/``float``, ``decimal``/``fractions``, numpy scalars and 0-d arrays
+  -> ``float``; non-finite values (NaN, +-inf) -> None.
+* numeric strings, after trimming whitespace: plain and scientific notation
+  (``"1.2e+05"``, ``" 42 "``, ``"-.5"``); thousands separators only in the strict
+  ``1,234,567.8`` grouping (``"1,5"`` is ambiguous between locales -> None); one currency
+  symbol (``$ € £ ¥``) before or after the number (``"$1,000"``, ``"-$5"``, ``"5€"``) is
+  accepted because cost-minimisation answers are often written that way and the symbol
+  cannot change the value. Anything else around the number (units, ``%``, words,
+  underscores, hex, ``"nan"``, ``"inf"``) -> None: guessing would risk marking garbage
+  correct.
+* status words, case-insensitive, with ``_ - : .`` read as spaces: a fixed set of phrases
+  meaning infeasible (``Infeasible``, ``INFEASIBLE``, ``infeasible problem``,
+  ``No Best Solution``, ``no feasible solution``, ...) or unbounded (``unbounded``,
+  ``Unbounded``, ``problem is unbounded``, ...). Ambiguous solver statuses such as
+  Gurobi's ``INF_OR_UNBD`` -> None.
+* None, bools (``True`` is not 1 here: a program that submits a flag did not submit an
+  objective), containers, bytes that are not text, everything else -> None.
+
+None is never correct, whatever the expected side is.
+"""
+from __future__ import annotations
+
+import decimal
+import math
+import numbers
+import re
+from dataclasses import dataclass
+from typing import Any, Callable, Union
+
+Parsed = Union[float, str, None]  # float, "infeasible", "unbounded" or None
+
+INFEASIBLE = "infeasible"
+UNBOUNDED = "unbounded"
+STATUSES = (INFEASIBLE, UNBOUNDED)
+
+_INFEASIBLE_PHRASES = frozenset(
+    {
+        "infeasible",
+        "infeasible problem",
+        "infeasible model",
+        "problem infeasible",
+        "problem is infeasible",
+        "the problem is infeasible",
+        "model is infeasible",
+        "the model is infeasible",
+        "status infeasible",
+        "primal infeasible",
+        "integer infeasible",
+        "not feasible",
+        "no feasible solution",
+        "no feasible solution found",
+        "no best solution",
+        "no solution",
+        "no solution exists",
+    }
+)
+_UNBOUNDED_PHRASES = frozenset(
+    {
+        "unbounded",
+        "unbounded problem",
+        "unbounded model",
+        "problem unbounded",
+        "problem is unbounded",
+        "the problem is unbounded",
+        "model is unbounded",
+        "the model is unbounded",
+        "status unbounded",
+        "primal unbounded",
+        "objective is unbounded",
+        "the objective is unbounded",
+    }
+)
+
+_SEPARATORS = re.compile(r"[\s_\-:.!]+")
+_PLAIN_NUMBER = re.compile(r"^[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?$")
+_GROUPED_NUMBER = re.compile(r"^[+-]?\d{1,3}(?:,\d{3})+(?:\.\d*)?(?:[eE][+-]?\d+)?$")
+
+
+def _parse_status(text: str) -> str | None:
+    words = _SEPARATORS.sub(" ", text.lower()).strip()
+    if words in _INFEASIBLE_PHRASES:
+        return INFEASIBLE
+    if words in _UNBOUNDED_PHRASES:
+        return UNBOUNDED
+    return None
+
+
+_CURRENCY_FORM = re.compile(
+    r"^(?P<s1>[+-]?)\s*(?P<c1>[$€£¥]?)\s*(?P<s2>[+-]?)(?P<num>[^$€£¥+\-\s][^$€£¥]*?)\s*(?P<c2>[$€£¥]?)$"
+)
+
+
+def _strip_currency(s: str) -> str | None:
+    """Drop one currency symbol before (``$5``, ``-$5``, ``$-5``) or after (``5€``) the
+    number; None for two symbols or two signs."""
+    m = _CURRENCY_FORM.match(s)
+    if m is None:
+        return None
+    if (m["c1"] and m["c2"]) or (m["s1"] and m["s2"]):
+        return None
+    if m["s2"] and not m["c1"]:
+        return None  # "+-5"
+    return (m["s1"] or m["s2"]) + m["num"]
+
+
+def _parse_number_text(s: str) -> float | None:
+    s = _strip_currency(s)
+    if s is None:
+        return None
+    if _GROUPED_NUMBER.match(s):
+        s = s.replace(",", "")
+    elif not _PLAIN_NUMBER.match(s):
+        return None
+    value = float(s)
+    return value if math.isfinite(value) else None
+
+
+def parse_submission(x: Any) -> Parsed:
+    """Normalize a submitted or expected answer: a finite float, ``"infeasible"``,
+    ``"unbounded"``, or None when it is none of these (never correct)."""
+    if x is None or isinstance(x, bool):
+        return None
+    if type(x).__module__ == "numpy":
+        # numpy scalars and 0-d arrays; numpy.bool_ is not a number here either.
+        if getattr(x, "dtype", None) is not None and x.dtype.kind == "b":
+            return None
+        if getattr(x, "ndim", 0) != 0:
+            return None
+        return parse_submission(x.item())
+    if isinstance(x, (numbers.Real, decimal.Decimal)):
+        try:
+            value = float(x)
+        except (OverflowError, ValueError):
+            return None
+        return value if math.isfinite(value) else None
+    if isinstance(x, bytes):
+        try:
+            x = x.decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+    if isinstance(x, str):
+        s = x.strip()
+        if not s or len(s) > 200:
+            return None
+        status = _parse_status(s)
+        if status is not None:
+            return status
+        return _parse_number_text(s)
+    return None
+
+
+# -- profiles ---------------------------------------------------------------------------
+
+
+def round_half_away(x: float) -> int:
+    """Round to the nearest integer, halves away from zero (2.5 -> 3, -2.5 -> -3).
+
+    Python's ``round`` rounds halves to even (2.5 -> 2, 3.5 -> 4), so two answers that
+    differ by exactly 1 could round to the same integer or not depending on parity;
+    half-away-from-zero is what "rounded to an integer" means on paper, and it is
+    symmetric for negative objectives. ``x - floor(x)`` is exact in binary floating
+    point, so the 0.5 test has no representation error.
+    """
+    ax = abs(x)
+    f = math.floor(ax)
+    r = f + 1 if ax - f >= 0.5 else f
+    return int(r) if x >= 0 else -int(r)
+
+
+# Slack for binary representation on the inclusive optagentbench boundary: 100 vs
+# 100.01 differ by 0.010000000000005 in floating point, but by exactly 0.01 as written.
+# The error of a difference is below 1e-15 of the operands and the tolerance is at least
+# 1e-4 of them, so 1e-9 of the tolerance covers it without widening the rule.
+_BOUNDARY_SLACK = 1e-9
+
+
+def _optagentbench(a: float, b: float) -> bool:
+    tol = max(1e-2, 1e-4 * max(abs(a), abs(b)))
+    return abs(a - b) <= tol * (1.0 + _BOUNDARY_SLACK)
+
+
+def _orlm(a: float, b: float) -> bool:
+    # Both rounded to integers first, then |ra - rb| <= 5% of |rb|, in exact integer
+    # arithmetic. When the rounded answer is 0 the rule is absolute (|ra - rb| <= 0.05),
+    # which for integers means equal: the submission must also round to 0.
+    ra, rb = round_half_away(a), round_half_away(b)
+    if rb == 0:
+        return ra == 0
+    return abs(ra - rb) * 100 <= 5 * abs(rb)
+
+
+def _sirl(a: float, b: float) -> bool:
+    return abs(a - b) / (abs(b) + 1.0) < 1e-6
+
+
+@dataclass(frozen=True)
+class GradingProfile:
+    """A named numeric-match rule; statuses always match exactly, never a number.
+
+    ``numbers_match(submitted, expected)`` may be asymmetric (``orlm`` and ``sirl`` are
+    relative to the expected value).
+    """
+
+    name: str
+    description: str
+    numbers_match: Callable[[float, float], bool]
+
+
+PROFILES: dict[str, GradingProfile] = {
+    p.name: p
+    for p in (
+        GradingProfile("optagentbench", "|a-b| <= max(1e-2, 1e-4*max(|a|,|b|))", _optagentbench),
+        GradingProfile(
+            "orlm",
+            "round both half away from zero; |ra-rb| <= 5% of |rb|, equal when rb == 0",
+            _orlm,
+        ),
+        GradingProfile("sirl", "|a-b|/(|b|+1) < 1e-6", _sirl),
+    )
+}
+DEFAULT_PROFILE = "optagentbench"
+
+
+class UnknownProfileError(ValueError):
+    """A grading profile name that is not in :data:`PROFILES`."""
+
+
+def get_profile(name: str) -> GradingProfile:
+    try:
+        return PROFILES[name]
+    except (KeyError, TypeError):
+        raise UnknownProfileError(
+            f"unknown grading profile {name!r}; known: {', '.join(sorted(PROFILES))}"
+        ) from None
+
+
+def grade_parsed(submitted: Parsed, expected: Parsed, profile: str = DEFAULT_PROFILE) -> bool:
+    """:func:`grade` for values already through :func:`parse_submission`."""
+    rule = get_profile(profile)
+    if submitted is None or expected is None:
+        return False
+    if isinstance(submitted, str) or isinstance(expected, str):
+        return submitted == expected  # status vs status exactly; status vs number never
+    return rule.numbers_match(submitted, expected)
+
+
+def grade(submitted: Any, expected: Any, profile: str = DEFAULT_PROFILE) -> bool:
+    """True when the submission matches the expected answer under ``profile``.
+
+    Both sides are parsed with :func:`parse_submission`; an unparseable side is never
+    correct. An unknown profile raises :class:`UnknownProfileError` even when a side is
+    None, so a typo in a config fails on the first trajectory rather than scoring 0.
+    """
+    get_profile(profile)
+    return grade_parsed(parse_submission(submitted), parse_submission(expected), profile)
+
+
+def submission_fields(raw: Any) -> dict[str, Any]:
+    """The ledger's three submission columns for a raw submitted value:
+    ``submission`` (text: a number's repr, the status, or the raw string; None when
+    nothing was submitted), ``submission_value`` (parsed float or None) and
+    ``submission_status`` (parsed status or None)."""
+    parsed = parse_submission(raw)
+    if raw is None:
+        text = None
+    elif isinstance(parsed, float) and not isinstance(raw, str):
+        text = repr(parsed)
+    else:
+        text = raw if isinstance(raw, str) else repr(raw)
+    return {
+        "submission": text,
+        "submission_value": parsed if isinstance(parsed, float) else None,
+        "submission_status": parsed if isinstance(parsed, str) else None,
+    }
