@@ -191,7 +191,9 @@ def _orlm(a: float, b: float) -> bool:
     # Both rounded to integers first, then |ra - rb| <= 5% of |rb|, in exact integer
     # arithmetic. When the rounded answer is 0 the rule is absolute (|ra - rb| <= 0.05),
     # which for integers means equal: the submission must also round to 0.
-    ra, rb = round_half_away(a), round_half_away(b)
+    # Rounding is Python's round() (halves to even, 2.5 -> 2), because ORLM's own
+    # eval/execute.py uses it and this profile exists to reproduce published ORLM numbers.
+    ra, rb = round(a), round(b)
     if rb == 0:
         return ra == 0
     return abs(ra - rb) * 100 <= 5 * abs(rb)
@@ -220,7 +222,7 @@ PROFILES: dict[str, GradingProfile] = {
         GradingProfile("optagentbench", "|a-b| <= max(1e-2, 1e-4*max(|a|,|b|))", _optagentbench),
         GradingProfile(
             "orlm",
-            "round both half away from zero; |ra-rb| <= 5% of |rb|, equal when rb == 0",
+            "round both with Python round (half to even, as ORLM); |ra-rb| <= 5% of |rb|, equal when rb == 0",
             _orlm,
         ),
         GradingProfile("sirl", "|a-b|/(|b|+1) < 1e-6", _sirl),

@@ -41,6 +41,9 @@ class Completion:
     finish_reason: str | None
     latency_s: float
     simulated: bool = False
+    # Reasoning-model "thinking" (vLLM reasoning parser: message.reasoning_content /
+    # message.reasoning), kept apart from ``text`` so code extraction never sees it.
+    reasoning: str | None = None
 
 
 class ModelError(Exception):

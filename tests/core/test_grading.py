@@ -98,7 +98,7 @@ def test_optagentbench_boundaries(submitted, expected, ok):
     assert grade(submitted, expected, "optagentbench") is ok
 
 
-# -- orlm: round half away from zero, relative error <= 5%; equal when the answer rounds to 0 -----
+# -- orlm: Python round (half to even), relative error <= 5%; equal when the answer rounds to 0 -----
 
 
 def test_round_half_away_from_zero():
@@ -114,17 +114,22 @@ def test_round_half_away_from_zero():
         (105, 100, True),  # exactly 5%
         (105.4, 100, True),  # rounds to 105
         (105.5, 100, False),  # rounds to 106
-        (94.5, 100, True),  # rounds to 95
+        (94.5, 100, False),  # round(94.5) == 94 (even): 6% off
+        (95.5, 100, True),  # round(95.5) == 96
         (94.49, 100, False),
         (0.4, 0, True),  # answer 0: must also round to 0
         (-0.4, 0, True),
-        (0.5, 0, False),
-        (-0.5, 0, False),
+        (0.5, 0, True),  # round(0.5) == 0 in Python
+        (-0.5, 0, True),
+        (0.51, 0, False),
+        (1.5, 0, False),
         (0, 0.4, True),  # the answer itself rounds to 0
-        (3, 2.5, True),  # 2.5 -> 3 (half-even would give 2)
-        (2, 2.5, False),
+        (2, 2.5, True),  # ORLM uses Python's round: 2.5 -> 2 (half to even)
+        (3, 2.5, False),
+        (4, 3.5, True),  # 3.5 -> 4
         (-210, -200, True),  # negative
-        (-210.5, -200, False),
+        (-210.5, -200, True),  # round(-210.5) == -210 (even)
+        (-211.5, -200, False),
         (1.05e12, 1e12, True),  # very large
         (1.0500001e12, 1e12, False),
     ],

@@ -1,0 +1,214 @@
+"""How a completion becomes a program and the program's run becomes a submission.
+
+Each way is a named profile so published results can be reproduced exactly:
+
+``submit`` (ours)
+    Code: the LAST closed fenced block tagged ``python``/``py``/``python3`` or untagged.
+    Submission: what the program passed to ``submit(...)`` (``ExecResult.submission``),
+    whatever the outcome (a program may submit, then crash: the value stands).
+``orlm``
+    As ORLM's ``eval/execute.py`` (Cardinal-Operations/ORLM) does it: the text from the
+    FIRST ``` ```python ``` up to the next ``` ``` ``` (only the ``python`` tag counts,
+    an unclosed block runs to the end of the completion less its last character,
+    as ORLM's slice does), plus a footer that prints
+    ``Just print the best solution: <objval>`` when the coptpy model's status is
+    optimal and ``No Best Solution`` otherwise. ORLM's footer assumes a global named
+    ``model`` and the name ``COPT``; ours finds the model (the global ``model`` if it
+    is a coptpy Model, else the last coptpy Model among the globals, else the last one
+    alive anywhere, found through ``gc``) and imports ``COPT`` itself. With no coptpy
+    model the footer prints nothing, so there is no submission (ORLM: a NameError).
+    Submission: parsed from the first ``Just print the best solution:`` line of stdout
+    (a float when it parses, else the raw text), else ``"infeasible"`` when stdout says
+    ``No Best Solution`` (ORLM's word for any non-optimal status; its answer files use
+    it for infeasible problems), else None. Like ORLM, only a clean exit counts.
+``stdout``
+    For programs written without ``submit``. Code: as ``submit``. Submission: the last
+    objective statement in stdout, whatever the outcome: a line with an objective
+    label (``OBJECTIVE_LABEL`` below: objective / obj value / optimal value / total
+    <word> / minimum|maximum|min|max <word> / best solution / optimal cost|profit...)
+    followed by a number (``NUMBER``; thousands commas and a leading ``$`` allowed),
+    e.g. ``Optimal objective value: 123.4``, ``Total cost = 5``, ``Objective: -3e2``;
+    or a line saying ``infeasible`` / ``unbounded`` (a line saying both is ambiguous and
+    skipped). The first number after the label on that line is taken.
+"""
+from __future__ import annotations
+
+import re
+import textwrap
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from evalcore.sandbox.types import OK, ExecResult
+
+ORLM_BEST = "Just print the best solution:"
+ORLM_NONE = "No Best Solution"
+
+# Fenced block: an opening fence line (optional language tag), the body, a closing fence line.
+_FENCE = re.compile(r"^[ \t]*```[ \t]*([A-Za-z0-9_+.-]*)[^\n]*\n(.*?)^[ \t]*```", re.M | re.S)
+_PYTHON_TAGS = {"", "python", "py", "python3", "py3"}
+
+OBJECTIVE_LABEL = (
+    r"\b(?:objective(?:\s+function)?(?:\s+value)?|obj(?:ective)?[\s_]*val(?:ue)?|"
+    r"optimal\s+(?:objective\s+)?(?:value|cost|profit|revenue|solution)|"
+    r"total\s+(?!time|elapsed|running|iteration|node|number|count)[a-z]+|"
+    r"(?:minimum|maximum|minimal|maximal|min|max)\s+[a-z]+|best\s+solution)\b"
+)
+# A number with at least one digit; thousands commas allowed ("1,234.5").
+NUMBER = r"[-+]?(?:(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?"
+# label, then at most 60 characters without a digit or "[" (so "Objective range [2e+00, ..."
+# from a solver log does not count), then the number: the first number after the label.
+_OBJECTIVE_LINE = re.compile(OBJECTIVE_LABEL + r"[^\d\n\[]{0,60}?(?P<num>" + NUMBER + r")", re.I)
+_STATUS_WORD = re.compile(r"\b(infeasible|unbounded)\b", re.I)
+
+
+class UnknownProfileError(KeyError):
+    """An extraction profile name that is not registered; the message lists the known ones."""
+
+    def __str__(self) -> str:  # KeyError would quote the whole message
+        return self.args[0] if self.args else ""
+
+
+@dataclass(frozen=True)
+class ExtractionProfile:
+    name: str
+    extract_code: Callable[[str], str | None]
+    extract_submission: Callable[[ExecResult], Any]
+    description: str
+
+
+# -- code --------------------------------------------------------------------------------
+
+
+def fenced_python_blocks(text: str) -> list[str]:
+    """Bodies of the closed fenced blocks tagged python (or untagged), in order, dedented."""
+    blocks = []
+    for match in _FENCE.finditer(text or ""):
+        if match.group(1).lower() in _PYTHON_TAGS:
+            body = textwrap.dedent(match.group(2))
+            if body.strip():
+                blocks.append(body)
+    return blocks
+
+
+def _last_block(text: str) -> str | None:
+    blocks = fenced_python_blocks(text)
+    return blocks[-1] if blocks else None
+
+
+def _orlm_code(text: str) -> str | None:
+    # Mirrors ORLM's slicing on purpose (including its quirks) so published numbers reproduce.
+    start = (text or "").find("```python")
+    if start == -1:
+        return None
+    end = text.find("```", start + 9)
+    script = text[start:end].replace("```python", "")  # end == -1: ORLM's slice drops the last char
+    if script.strip() == "":
+        return None
+    return script + ORLM_FOOTER
+
+
+ORLM_FOOTER = '''
+
+def __opteval_orlm_footer():
+    import gc as _gc
+    try:
+        import coptpy as _cp
+        from coptpy import COPT as _COPT
+    except ImportError:
+        print("orlm footer: coptpy is not importable", file=__import__("sys").stderr)
+        return
+    _g = globals()
+    _m = _g.get("model")
+    if not isinstance(_m, _cp.Model):
+        _found = [v for v in list(_g.values()) if isinstance(v, _cp.Model)]
+        if not _found:
+            _found = [o for o in _gc.get_objects() if isinstance(o, _cp.Model)]
+        _m = _found[-1] if _found else None
+    if _m is None:
+        print("orlm footer: no coptpy Model found", file=__import__("sys").stderr)
+        return
+    if _m.status == _COPT.OPTIMAL:
+        print(f"Just print the best solution: {_m.objval}")
+    else:
+        print("No Best Solution")
+
+
+__opteval_orlm_footer()
+'''
+
+
+# -- submissions -------------------------------------------------------------------------
+
+
+def _submit_submission(result: ExecResult) -> Any:
+    return result.submission
+
+
+def _orlm_submission(result: ExecResult) -> Any:
+    if result.outcome != OK:
+        return None
+    out = result.stdout or ""
+    pos = out.find(ORLM_BEST)
+    if pos != -1:
+        value = out[pos + len(ORLM_BEST):].strip().split("\n", 1)[0].strip()
+        try:
+            return float(value)
+        except ValueError:
+            return value or None
+    if ORLM_NONE in out:
+        return "infeasible"
+    return None
+
+
+def _stdout_submission(result: ExecResult) -> Any:
+    found: Any = None
+    for line in (result.stdout or "").splitlines():
+        statuses = {m.lower() for m in _STATUS_WORD.findall(line)}
+        if len(statuses) == 1:
+            found = statuses.pop()
+            continue
+        if statuses:  # "infeasible or unbounded": ambiguous, keep what we had
+            continue
+        value = _objective_number(line)
+        if value is not None:
+            found = value
+    return found
+
+
+def _objective_number(line: str) -> float | None:
+    for match in _OBJECTIVE_LINE.finditer(line):
+        text = match.group("num").replace(",", "")
+        try:
+            return float(text)
+        except ValueError:
+            continue
+    return None
+
+
+PROFILES: dict[str, ExtractionProfile] = {
+    "submit": ExtractionProfile("submit", _last_block, _submit_submission,
+                                "last fenced python block; the value passed to submit()"),
+    "orlm": ExtractionProfile("orlm", _orlm_code, _orlm_submission,
+                              "ORLM eval: first ```python block + coptpy footer; the printed best solution"),
+    "stdout": ExtractionProfile("stdout", _last_block, _stdout_submission,
+                                "last fenced python block; the last objective value printed"),
+}
+
+
+def get_profile(profile: str) -> ExtractionProfile:
+    try:
+        return PROFILES[profile]
+    except (KeyError, TypeError):
+        raise UnknownProfileError(
+            f"unknown extraction profile {profile!r}; known profiles: {sorted(PROFILES)}"
+        ) from None
+
+
+def extract_code(completion_text: str, profile: str) -> str | None:
+    """The program to execute (ORLM footer included), or None when there is no code."""
+    return get_profile(profile).extract_code(completion_text)
+
+
+def extract_submission(result: ExecResult, profile: str) -> Any:
+    """The raw submission the profile reads from one run, or None."""
+    return get_profile(profile).extract_submission(result)

@@ -1,0 +1,218 @@
+"""Chat completions over any OpenAI-compatible HTTP server (vLLM, SGLang, Ray Serve LLM, hosted APIs).
+
+Why httpx and not the ``openai`` SDK: we need the raw response body (vLLM's
+``reasoning_content``, ``system_fingerprint``, ``prompt_tokens_details``) and full
+control of retries; the SDK adds its own retry layer and typed objects that drop
+unknown fields. One ``httpx.AsyncClient`` per model object (per event loop) gives
+connection pooling and keep-alive for the many concurrent requests a harness worker
+sends to one endpoint.
+
+What the body carries: ``model, messages, temperature, top_p, max_tokens, seed, top_k``,
+then the model's ``extra_body`` and then the sampling's ``extra_body`` merged on top
+(vLLM extras such as ``chat_template_kwargs``, ``min_p``, ``repetition_penalty``).
+A ``None`` value in either ``extra_body`` removes that field from the body, e.g.
+``extra_body: {top_k: null}`` for hosted APIs that reject ``top_k``.
+
+Token usage is exactly the server's ``usage`` block; a missing field stays ``None``.
+``latency_s`` is the wall time of the whole ``chat`` call, retries and backoff
+included (what the harness waited). Reasoning models: ``text`` is the message
+``content`` only; the thinking (``reasoning_content`` or ``reasoning``) goes to
+``Completion.reasoning`` so that code extraction never picks code from it.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import random
+import time
+from typing import Any
+
+import httpx
+
+from evalcore.models.base import Completion, Message, ModelError, Sampling, Usage
+
+log = logging.getLogger(__name__)
+
+SIMULATED_FINGERPRINT = "opteval-simulated"
+# 408 request timeout, 429 rate limit, and every 5xx; any other 4xx is our request's fault.
+RETRY_STATUSES = frozenset({408, 429})
+MAX_BACKOFF_S = 60.0
+# Many requests in flight from one worker to one endpoint: keep the pool wide.
+POOL_LIMITS = httpx.Limits(max_connections=2048, max_keepalive_connections=512, keepalive_expiry=60.0)
+
+
+class OpenAIChatModel:
+    """``ChatModel`` over ``POST {base_url}/chat/completions``.
+
+    ``base_url`` includes the API prefix, e.g. ``http://host:8000/v1``. The API key is
+    read from ``api_key_env`` once, at construction; when the variable is unset no
+    ``Authorization`` header is sent (local vLLM needs none).
+    """
+
+    def __init__(
+        self,
+        name: str,
+        base_url: str,
+        model_id: str,
+        api_key_env: str = "OPENAI_API_KEY",
+        timeout_s: float = 600,
+        max_retries: int = 4,
+        backoff_s: float = 1.0,
+        extra_body: dict[str, Any] | None = None,
+    ) -> None:
+        if not base_url:
+            raise ValueError(f"model {name!r}: base_url is required for the openai backend")
+        if not model_id:
+            raise ValueError(f"model {name!r}: model_id is required for the openai backend")
+        if max_retries < 0:
+            raise ValueError(f"model {name!r}: max_retries must be >= 0, got {max_retries!r}")
+        if timeout_s <= 0:
+            raise ValueError(f"model {name!r}: timeout_s must be > 0, got {timeout_s!r}")
+        self.name = name
+        self.base_url = base_url.rstrip("/")
+        self.url = f"{self.base_url}/chat/completions"
+        self.model_id = model_id
+        self.api_key_env = api_key_env
+        self.timeout_s = float(timeout_s)
+        self.max_retries = int(max_retries)
+        self.backoff_s = float(backoff_s)
+        self.extra_body = dict(extra_body or {})
+        key = os.environ.get(api_key_env) if api_key_env else None
+        self._headers = {"Content-Type": "application/json"}
+        if key:
+            self._headers["Authorization"] = f"Bearer {key}"
+        self._client: httpx.AsyncClient | None = None
+        self._client_loop: asyncio.AbstractEventLoop | None = None
+
+    def __repr__(self) -> str:  # never shows the key
+        return f"OpenAIChatModel(name={self.name!r}, url={self.url!r}, model_id={self.model_id!r})"
+
+    # -- request ---------------------------------------------------------------------------
+
+    def request_body(self, messages: list[Message], sampling: Sampling, seed: int) -> dict[str, Any]:
+        """The JSON body sent for one call (public so tests and logs can show it)."""
+        body: dict[str, Any] = {
+            "model": self.model_id,
+            "messages": list(messages),
+            "temperature": sampling.temperature,
+            "top_p": sampling.top_p,
+            "max_tokens": sampling.max_tokens,
+            "seed": seed,
+            "top_k": sampling.top_k,
+        }
+        for extra in (self.extra_body, sampling.extra_body or {}):
+            for key, value in extra.items():
+                if value is None:
+                    body.pop(key, None)
+                else:
+                    body[key] = value
+        return body
+
+    def _client_for_loop(self) -> httpx.AsyncClient:
+        # An AsyncClient's connections belong to the loop that opened them; a model object
+        # reused under another loop (tests, asyncio.run per call) gets a fresh client.
+        loop = asyncio.get_running_loop()
+        if self._client is None or self._client_loop is not loop or self._client.is_closed:
+            self._client = httpx.AsyncClient(
+                timeout=httpx.Timeout(self.timeout_s), limits=POOL_LIMITS, headers=self._headers
+            )
+            self._client_loop = loop
+        return self._client
+
+    async def aclose(self) -> None:
+        if self._client is not None and not self._client.is_closed:
+            await self._client.aclose()
+        self._client = None
+
+    def _backoff(self, attempt: int, retry_after: float | None) -> float:
+        delay = self.backoff_s * (2**attempt) * (0.5 + random.random())  # full jitter around 2^n
+        if retry_after is not None:
+            delay = max(delay, retry_after)
+        return min(delay, MAX_BACKOFF_S)
+
+    async def chat(self, messages: list[Message], sampling: Sampling, seed: int) -> Completion:
+        body = self.request_body(messages, sampling, seed)
+        client = self._client_for_loop()
+        start = time.perf_counter()
+        last = "no attempt made"
+        attempts = self.max_retries + 1
+        for attempt in range(attempts):
+            retry_after: float | None = None
+            try:
+                response = await client.post(self.url, json=body)
+            except httpx.TimeoutException as exc:
+                last = f"timeout after {self.timeout_s:g}s ({type(exc).__name__})"
+            except httpx.TransportError as exc:
+                last = f"connection error ({type(exc).__name__}: {exc})"
+            else:
+                if response.status_code == 200:
+                    return self._parse(response, time.perf_counter() - start)
+                last = f"HTTP {response.status_code}: {_snippet(response.text)}"
+                if not _retryable(response.status_code):
+                    raise ModelError(f"model {self.name!r} at {self.url}: {last} (not retried)")
+                retry_after = _retry_after(response)
+            if attempt + 1 < attempts:
+                delay = self._backoff(attempt, retry_after)
+                log.warning("model %r at %s: %s; retry %d/%d in %.2fs",
+                            self.name, self.url, last, attempt + 1, self.max_retries, delay)
+                await asyncio.sleep(delay)
+        raise ModelError(f"model {self.name!r} at {self.url}: failed after {attempts} attempt(s); last: {last}")
+
+    # -- response --------------------------------------------------------------------------
+
+    def _parse(self, response: httpx.Response, latency_s: float) -> Completion:
+        try:
+            data = response.json()
+            choice = data["choices"][0]
+            message = choice.get("message") or {}
+        except (ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
+            raise ModelError(
+                f"model {self.name!r} at {self.url}: malformed response ({type(exc).__name__}: {exc}): "
+                f"{_snippet(response.text)}"
+            ) from exc
+        reasoning = message.get("reasoning_content") or message.get("reasoning") or None
+        return Completion(
+            text=message.get("content") or "",
+            usage=parse_usage(data.get("usage")),
+            finish_reason=choice.get("finish_reason"),
+            latency_s=latency_s,
+            simulated=data.get("system_fingerprint") == SIMULATED_FINGERPRINT,
+            reasoning=reasoning if isinstance(reasoning, str) else None,
+        )
+
+
+def parse_usage(usage: Any) -> Usage:
+    """OpenAI ``usage`` block -> Usage; anything absent or non-integer is None (missing)."""
+    if not isinstance(usage, dict):
+        return Usage()
+    details = usage.get("prompt_tokens_details")
+    cached = details.get("cached_tokens") if isinstance(details, dict) else None
+    return Usage(
+        prompt_tokens=_int_or_none(usage.get("prompt_tokens")),
+        completion_tokens=_int_or_none(usage.get("completion_tokens")),
+        cached_prompt_tokens=_int_or_none(cached),
+    )
+
+
+def _int_or_none(value: Any) -> int | None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        return None
+    return value
+
+
+def _retryable(status: int) -> bool:
+    return status in RETRY_STATUSES or status >= 500
+
+
+def _retry_after(response: httpx.Response) -> float | None:
+    value = response.headers.get("retry-after")
+    try:
+        return max(0.0, float(value)) if value is not None else None
+    except ValueError:  # HTTP-date form: ignore, the exponential backoff applies
+        return None
+
+
+def _snippet(text: str, limit: int = 300) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[:limit] + "..."
