@@ -1,0 +1,457 @@
+"""vLLM backbones on Ray Serve through ``ray.serve.llm`` (one OpenAI-compatible app per stage).
+
+Why a separate module: ``ray.serve.llm`` refuses to import without vLLM (its OpenAI
+protocol models come from vLLM), and this repository must run everywhere else without a
+GPU. So everything here that only *describes* an application (``llm_config_dict``,
+``serving_args``, ``serve_app_config``, ``pack_stages``) uses plain dicts and Ray's own
+``LLMConfig`` pydantic class from ``ray.llm._internal.serve.core.configs.llm_config``
+(the parent of the public ``ray.serve.llm.LLMConfig``; it validates without vLLM), while
+``build_llm_app`` / ``deploy_stage`` import ``ray.serve.llm`` lazily and raise
+:class:`VLLMNotInstalled` (install ``pip install -e '.[gpu]'``) when vLLM is absent.
+
+Public API (callers: ``cluster/serving.py``, ``cluster/scheduler.py``, ``jobs/serve.py``,
+``jobs/k8s.py``). ``model_cfg`` is one ``configs/models/<name>.yaml`` as a dict or
+DictConfig; ``cfg`` is either the whole sweep config (with a ``serving`` section) or
+that ``serving`` section itself.
+
+    llm_config_dict(model_cfg, cfg=None) -> dict          # kwargs of LLMConfig, plain YAML-able
+    llm_config(model_cfg, cfg=None) -> LLMConfig           # validated by Ray's pydantic class
+    serving_args(model_cfgs, cfg=None) -> dict             # LLMServingArgs: {"llm_configs": [...]}
+    serve_app_config(model_cfgs, cfg=None, *, name=APP_NAME, route_prefix="/") -> dict
+                                                           # one entry of a Serve config's
+                                                           # "applications" (RayService serveConfigV2)
+    build_llm_app(model_cfgs, cfg=None) -> ray.serve.Application   # needs vLLM
+    stage_deployments(model_cfgs, cfg=None) -> dict[str, dict]     # the app's deployments, no vLLM
+    describe_built_app(app, name=APP_NAME) -> dict[str, dict]      # same view of a built app
+    gpus_per_replica(model_cfg) -> int                     # tensor x pipeline parallel size
+    stage_gpus(model_cfg) -> int                           # gpus_per_replica x max(1, min_replicas)
+    pack_stages(model_cfgs, gpus: int) -> list[list[str]]  # model names per stage
+    deploy_stage(model_cfgs, cfg=None, *, app_name=APP_NAME, host="127.0.0.1",
+                 ready_timeout_s=None, poll_s=2.0) -> dict[str, Endpoint]   # needs vLLM
+    wait_models_ready(base_url, model_ids, timeout_s, *, app_name=None, poll_s=2.0) -> None
+    teardown(app_name=APP_NAME) -> None
+    require_vllm() -> None                                 # VLLMNotInstalled with the install hint
+
+The served model id is the config's ``name`` (``Qwen3-4B``), so a request's ``model`` is
+the same string the sweep, the ledger and the plots use.
+"""
+from __future__ import annotations
+
+import copy
+import time
+from typing import Any, Iterable, Mapping
+
+APP_NAME = "opteval-llm"
+BUILDER_IMPORT_PATH = "ray.serve.llm:build_openai_app"
+# Ray validates a request_router_class by importing it. The public alias
+# ray.serve.llm.request_router.PrefixCacheAffinityRouter is an empty subclass of this class,
+# but importing ray.serve.llm needs vLLM; naming the defining module keeps configs valid (and
+# identical) on machines with and without vLLM.
+PREFIX_ROUTER_CLASS = ("ray.llm._internal.serve.routing_policies.prefix_aware.prefix_aware_router:"
+                       "PrefixCacheAffinityRouter")
+GPU_EXTRA_HINT = "install the gpu extra: pip install -e '.[gpu]' (vLLM + ray[serve,llm])"
+
+# vllm: keys of a model YAML, and what each becomes. Anything else is a typo and an error.
+_VLLM_KEYS = {
+    "source",                # HF hub id, local path, or s3:// / gs:// mirror -> model_loading_config.model_source
+    "tokenizer_source",      # optional -> model_loading_config.tokenizer_source
+    "engine_kwargs",         # vLLM engine + frontend args, verbatim -> LLMConfig.engine_kwargs
+    "deployment",            # Serve deployment options -> LLMConfig.deployment_config
+    "accelerator_type",      # Ray accelerator type (H100, A100-80G, ...) -> LLMConfig.accelerator_type
+    "gpus_per_replica",      # documentation + check: must equal tensor x pipeline parallel size
+    "chat_template_kwargs",  # sent per request by the client (extra_body); not an LLMConfig field
+    "runtime_env",           # optional -> LLMConfig.runtime_env
+    "placement_group_config",  # optional -> LLMConfig.placement_group_config
+}
+# Keys accepted under vllm.deployment (Ray Serve deployment options LLMConfig documents).
+_DEPLOYMENT_KEYS = {
+    "name", "num_replicas", "ray_actor_options", "max_ongoing_requests", "autoscaling_config",
+    "max_queued_requests", "user_config", "health_check_period_s", "health_check_timeout_s",
+    "graceful_shutdown_wait_loop_s", "graceful_shutdown_timeout_s", "logging_config",
+    "request_router_config",
+}
+
+
+class VLLMNotInstalled(ImportError):
+    """``ray.serve.llm`` could not be imported (no vLLM on this machine)."""
+
+
+class ModelConfigError(ValueError):
+    """A model YAML does not describe a servable vLLM model; the message names model and key."""
+
+
+class StagePackingError(ValueError):
+    """A model needs more GPUs than the cluster has; the message names the model."""
+
+
+class ModelNotReady(TimeoutError):
+    """A deployed model did not come up in time (or its deployment failed); names the model."""
+
+
+# -- config plumbing -------------------------------------------------------------------
+
+
+def _plain(obj: Any) -> Any:
+    """DictConfig/ListConfig -> plain containers (resolved); everything else unchanged."""
+    try:
+        from omegaconf import DictConfig, ListConfig, OmegaConf
+    except ImportError:  # pragma: no cover - omegaconf is a dependency
+        return copy.deepcopy(obj)
+    if isinstance(obj, (DictConfig, ListConfig)):
+        return OmegaConf.to_container(obj, resolve=True)
+    return copy.deepcopy(obj)
+
+
+def _serving_section(cfg: Any) -> dict[str, Any]:
+    """Accept the whole sweep config or its ``serving`` section (or None)."""
+    if cfg is None:
+        return {}
+    plain = _plain(cfg)
+    if not isinstance(plain, Mapping):
+        raise TypeError(f"serving config must be a mapping, got {type(cfg).__name__}")
+    if "serving" in plain and isinstance(plain["serving"], Mapping):
+        return dict(plain["serving"])
+    return dict(plain)
+
+
+def _name(model_cfg: Mapping[str, Any]) -> str:
+    name = model_cfg.get("name")
+    if not name:
+        raise ModelConfigError("model config has no 'name'")
+    return str(name)
+
+
+def _vllm_section(model_cfg: Mapping[str, Any]) -> dict[str, Any]:
+    name = _name(model_cfg)
+    if model_cfg.get("backend") != "vllm":
+        raise ModelConfigError(f"model {name!r}: backend is {model_cfg.get('backend')!r}, not 'vllm'")
+    vc = model_cfg.get("vllm")
+    if not isinstance(vc, Mapping):
+        raise ModelConfigError(f"model {name!r}: missing 'vllm' section")
+    unknown = sorted(set(vc) - _VLLM_KEYS)
+    if unknown:
+        raise ModelConfigError(f"model {name!r}: unknown key(s) vllm.{', vllm.'.join(unknown)}; "
+                               f"allowed: {sorted(_VLLM_KEYS)}")
+    if not vc.get("source"):
+        raise ModelConfigError(f"model {name!r}: vllm.source is required (hub id, path or s3:// URI)")
+    return dict(vc)
+
+
+def gpus_per_replica(model_cfg: Mapping[str, Any]) -> int:
+    """GPUs one replica occupies: vLLM's tensor x pipeline parallel size."""
+    model_cfg = _plain(model_cfg)
+    vc = _vllm_section(model_cfg)
+    ek = dict(vc.get("engine_kwargs") or {})
+    n = int(ek.get("tensor_parallel_size", 1)) * int(ek.get("pipeline_parallel_size", 1))
+    declared = vc.get("gpus_per_replica")
+    if declared is not None and int(declared) != n:
+        raise ModelConfigError(
+            f"model {_name(model_cfg)!r}: vllm.gpus_per_replica={declared} but tensor_parallel_size x "
+            f"pipeline_parallel_size = {n}")
+    return n
+
+
+def _min_replicas(deployment: Mapping[str, Any]) -> int:
+    if "num_replicas" in deployment and deployment["num_replicas"] not in (None, "auto"):
+        return int(deployment["num_replicas"])
+    auto = dict(deployment.get("autoscaling_config") or {})
+    return int(auto.get("min_replicas", 1))
+
+
+def stage_gpus(model_cfg: Mapping[str, Any]) -> int:
+    """GPUs a model holds while its stage runs: one replica at least, else min_replicas of them."""
+    model_cfg = _plain(model_cfg)
+    vc = _vllm_section(model_cfg)
+    return gpus_per_replica(model_cfg) * max(1, _min_replicas(_deployment_config(model_cfg, vc)))
+
+
+def _deployment_config(model_cfg: Mapping[str, Any], vc: Mapping[str, Any]) -> dict[str, Any]:
+    name = _name(model_cfg)
+    dep = dict(vc.get("deployment") or {})
+    if "autoscaling" in dep:  # the short spelling of configs/models docs; Ray calls it autoscaling_config
+        if "autoscaling_config" in dep:
+            raise ModelConfigError(f"model {name!r}: give vllm.deployment.autoscaling_config only once")
+        dep["autoscaling_config"] = dep.pop("autoscaling")
+    unknown = sorted(set(dep) - _DEPLOYMENT_KEYS)
+    if unknown:
+        raise ModelConfigError(f"model {name!r}: unknown key(s) vllm.deployment.{', '.join(unknown)}")
+    auto = dep.get("autoscaling_config")
+    if auto is not None:
+        from ray.serve.config import AutoscalingConfig  # plain Ray Serve, no vLLM
+
+        bad = sorted(set(auto) - set(AutoscalingConfig.model_fields))
+        if bad:  # pydantic would silently ignore a misspelled field; we refuse it
+            raise ModelConfigError(f"model {name!r}: unknown key(s) vllm.deployment.autoscaling_config."
+                                   f"{', '.join(bad)}")
+    return dep
+
+
+def llm_config_dict(model_cfg: Mapping[str, Any], cfg: Any = None) -> dict[str, Any]:
+    """The ``LLMConfig`` keyword arguments for one model, as plain YAML-able data.
+
+    This is what ``serveConfigV2`` embeds (``jobs/k8s.py``) and what ``build_llm_app``
+    validates, so a RayService and a local stage are built from the very same dict.
+    ``serving.prefix_cache_routing: true`` adds Ray's ``PrefixCacheAffinityRouter`` as the
+    deployment's request router (unless the model YAML already names a router):
+    multi-turn harnesses resend the same prefix every turn, and routing a conversation
+    back to the replica that holds its KV cache saves the prefill.
+    """
+    model_cfg = _plain(model_cfg)
+    serving = _serving_section(cfg)
+    vc = _vllm_section(model_cfg)
+    name = _name(model_cfg)
+    gpus_per_replica(model_cfg)  # checks the declared GPU count against the parallel sizes
+    mlc: dict[str, Any] = {"model_id": name, "model_source": str(vc["source"])}
+    if vc.get("tokenizer_source"):
+        mlc["tokenizer_source"] = str(vc["tokenizer_source"])
+    dep = _deployment_config(model_cfg, vc)
+    if serving.get("prefix_cache_routing") and "request_router_config" not in dep:
+        dep["request_router_config"] = {
+            "request_router_class": PREFIX_ROUTER_CLASS,
+            "request_router_kwargs": dict(serving.get("prefix_router_kwargs") or {}),
+        }
+    out: dict[str, Any] = {
+        "model_loading_config": mlc,
+        "engine_kwargs": dict(vc.get("engine_kwargs") or {}),
+        "deployment_config": dep,
+    }
+    if vc.get("accelerator_type"):
+        out["accelerator_type"] = str(vc["accelerator_type"])
+    for key in ("runtime_env", "placement_group_config"):
+        if vc.get(key):
+            out[key] = dict(vc[key])
+    return out
+
+
+def _llm_config_class() -> type:
+    """The public class when vLLM is importable, else its pydantic parent (same fields, same validators)."""
+    try:
+        from ray.serve.llm import LLMConfig
+    except ImportError:
+        from ray.llm._internal.serve.core.configs.llm_config import LLMConfig
+    return LLMConfig
+
+
+def llm_config(model_cfg: Mapping[str, Any], cfg: Any = None) -> Any:
+    """One model YAML as a Ray ``LLMConfig`` (validated by Ray; no vLLM import needed)."""
+    kwargs = llm_config_dict(model_cfg, cfg)
+    cls = _llm_config_class()
+    try:
+        return cls(**kwargs)
+    except Exception as exc:  # pydantic.ValidationError or ValueError from Ray's validators
+        raise ModelConfigError(f"model {kwargs['model_loading_config']['model_id']!r}: Ray's LLMConfig "
+                               f"rejected the config: {exc}") from exc
+
+
+def serving_args(model_cfgs: Iterable[Mapping[str, Any]], cfg: Any = None) -> dict[str, Any]:
+    """``LLMServingArgs`` for ``build_openai_app``: one LLMConfig dict per model, ids unique."""
+    configs = [llm_config_dict(m, cfg) for m in model_cfgs]
+    if not configs:
+        raise ModelConfigError("a vLLM stage needs at least one model")
+    ids = [c["model_loading_config"]["model_id"] for c in configs]
+    dup = sorted({i for i in ids if ids.count(i) > 1})
+    if dup:
+        raise ModelConfigError(f"duplicate model ids in one stage: {dup}")
+    return {"llm_configs": configs}
+
+
+def serve_app_config(model_cfgs: Iterable[Mapping[str, Any]], cfg: Any = None, *,
+                     name: str = APP_NAME, route_prefix: str = "/") -> dict[str, Any]:
+    """One application entry of a Serve config file (``serve deploy`` / RayService serveConfigV2)."""
+    return {"name": name, "route_prefix": route_prefix, "import_path": BUILDER_IMPORT_PATH,
+            "args": serving_args(model_cfgs, cfg)}
+
+
+INGRESS_DEPLOYMENT = "OpenAiIngress"
+SERVER_PREFIX = "LLMServer:"
+ROUTES = ("/v1/models", "/v1/chat/completions", "/v1/completions")  # those the harnesses use
+
+
+def server_deployment_name(model_id: str) -> str:
+    """The name ``ray.serve.llm`` gives a model's ``LLMServer`` deployment (its builder's rule)."""
+    return SERVER_PREFIX + model_id.replace("/", "--").replace(".", "_")
+
+
+def stage_deployments(model_cfgs: Iterable[Mapping[str, Any]], cfg: Any = None) -> dict[str, dict[str, Any]]:
+    """What ``build_openai_app`` makes of a stage, described without building it (no vLLM):
+    deployment name -> {model_id, gpus_per_replica, autoscaling_config, max_ongoing_requests,
+    request_router_class}; the ingress appears as ``OpenAiIngress`` with ``routes``.
+    ``describe_built_app`` gives the same view of a real application, so a GPU machine can
+    check the two agree."""
+    models = [_plain(m) for m in model_cfgs]
+    out: dict[str, dict[str, Any]] = {}
+    for m, c in zip(models, serving_args(models, cfg)["llm_configs"]):
+        dep = c["deployment_config"]
+        rr = dep.get("request_router_config") or {}
+        out[server_deployment_name(c["model_loading_config"]["model_id"])] = {
+            "model_id": c["model_loading_config"]["model_id"],
+            "gpus_per_replica": gpus_per_replica(m),
+            "autoscaling_config": dict(dep.get("autoscaling_config") or {}),
+            "max_ongoing_requests": dep.get("max_ongoing_requests"),
+            "request_router_class": rr.get("request_router_class"),
+        }
+    out[INGRESS_DEPLOYMENT] = {"routes": list(ROUTES), "models": [m["name"] for m in models]}
+    return out
+
+
+def describe_built_app(app: Any, name: str = APP_NAME) -> dict[str, dict[str, Any]]:
+    """Deployment name -> settings of a real built application (for comparison with
+    :func:`stage_deployments`). Uses Serve's own ``build_app`` (what ``serve.run`` does)."""
+    from ray.serve._private.build_app import build_app
+
+    built = build_app(app, name=name)
+    out: dict[str, dict[str, Any]] = {}
+    for d in built.deployments:
+        dc = d._deployment_config
+        auto = dc.autoscaling_config
+        rr = getattr(dc, "request_router_config", None)
+        cls = getattr(rr, "request_router_class", None) if rr is not None else None
+        out[d.name] = {
+            "autoscaling_config": auto.model_dump() if auto is not None else {},
+            "max_ongoing_requests": dc.max_ongoing_requests,
+            "request_router_class": cls if isinstance(cls, str) or cls is None else
+            f"{cls.__module__}:{cls.__qualname__}",
+            "placement_group_bundles": getattr(d, "_replica_config").placement_group_bundles,
+            "ingress": d.name == built.ingress_deployment_name,
+        }
+    return out
+
+
+# -- building and running (vLLM needed) ------------------------------------------------
+
+
+def require_vllm() -> None:
+    """Raise :class:`VLLMNotInstalled` (with the install hint) unless ``ray.serve.llm`` imports."""
+    _import_serve_llm()
+
+
+def _import_serve_llm() -> Any:
+    try:
+        import ray.serve.llm as serve_llm
+    except ImportError as exc:
+        raise VLLMNotInstalled(f"ray.serve.llm is unavailable ({exc}); {GPU_EXTRA_HINT}") from exc
+    return serve_llm
+
+
+def build_llm_app(model_cfgs: Iterable[Mapping[str, Any]], cfg: Any = None) -> Any:
+    """The stage's Serve application: one ``LLMServer`` deployment per model behind one
+    ``OpenAiIngress`` (``/v1/chat/completions``, ``/v1/models``, ...)."""
+    serve_llm = _import_serve_llm()
+    args = serving_args(list(model_cfgs), cfg)
+    args["llm_configs"] = [serve_llm.LLMConfig(**c) for c in args["llm_configs"]]
+    return serve_llm.build_openai_app(serve_llm.LLMServingArgs(**args))
+
+
+def _endpoint_cls() -> Any:
+    from cluster.serving import Endpoint
+
+    return Endpoint
+
+
+def deploy_stage(model_cfgs: Iterable[Mapping[str, Any]], cfg: Any = None, *, app_name: str = APP_NAME,
+                 host: str = "127.0.0.1", ready_timeout_s: float | None = None,
+                 poll_s: float = 2.0) -> dict[str, Any]:
+    """``serve.run`` the stage's app without blocking, then wait until ``/v1/models`` lists
+    every model (or ``ready_timeout_s`` = ``serving.ready_timeout_s`` passes: a
+    :class:`ModelNotReady` naming the models that did not come up). Returns name -> Endpoint."""
+    from ray import serve
+
+    models = [_plain(m) for m in model_cfgs]
+    serving = _serving_section(cfg)
+    port = int(serving.get("http_port", 8000))
+    timeout = float(ready_timeout_s if ready_timeout_s is not None else serving.get("ready_timeout_s", 900))
+    app = build_llm_app(models, cfg)
+    serve.start(http_options={"host": "0.0.0.0", "port": port})
+    serve.run_many([serve.RunTarget(app, name=app_name, route_prefix="/")],
+                   wait_for_ingress_deployment_creation=False, wait_for_applications_running=False)
+    base_url = f"http://{host}:{port}/v1"
+    wait_models_ready(base_url, [_name(m) for m in models], timeout, app_name=app_name, poll_s=poll_s)
+    Endpoint = _endpoint_cls()
+    eps = {}
+    for m in models:
+        ctk = dict(m["vllm"].get("chat_template_kwargs") or {})
+        eps[_name(m)] = Endpoint(name=_name(m), base_url=base_url, model_id=_name(m), simulated=False,
+                                 api_key_env=None, timeout_s=3600.0, max_retries=4,
+                                 extra_body={"chat_template_kwargs": ctk} if ctk else {}, app_name=app_name)
+    return eps
+
+
+def _app_failure(app_name: str) -> str | None:
+    """The Serve status message when the application failed to deploy, else None."""
+    from ray import serve
+
+    try:
+        app = serve.status().applications.get(app_name)
+    except Exception:  # noqa: BLE001 - a status hiccup is not a deployment failure
+        return None
+    if app is None or str(getattr(app.status, "value", app.status)) != "DEPLOY_FAILED":
+        return None
+    failed = [f"{d}: {s.message}" for d, s in app.deployments.items()
+              if str(getattr(s.status, "value", s.status)) in ("DEPLOY_FAILED", "UNHEALTHY")]
+    return "; ".join(failed) or app.message
+
+
+def wait_models_ready(base_url: str, model_ids: list[str], timeout_s: float, *, app_name: str | None = None,
+                      poll_s: float = 2.0) -> None:
+    """Poll ``GET <base_url>/models`` until it lists every id; fail fast on DEPLOY_FAILED."""
+    import httpx
+
+    deadline = time.monotonic() + float(timeout_s)
+    missing, last = list(model_ids), "no answer yet"
+    while True:
+        try:
+            r = httpx.get(f"{base_url}/models", timeout=10.0)
+            if r.status_code == 200:
+                listed = {d.get("id") for d in r.json().get("data", [])}
+                missing = [m for m in model_ids if m not in listed]
+                if not missing:
+                    return
+                last = f"listed {sorted(x for x in listed if x)}"
+            else:
+                last = f"HTTP {r.status_code}"
+        except (httpx.HTTPError, ValueError) as exc:
+            last = f"{type(exc).__name__}: {exc}"
+        failure = _app_failure(app_name) if app_name else None
+        if failure:
+            raise ModelNotReady(f"model(s) {missing} failed to deploy in Serve app {app_name!r}: {failure}")
+        if time.monotonic() >= deadline:
+            raise ModelNotReady(f"model(s) {missing} not ready at {base_url} after {timeout_s:.0f}s "
+                                f"(last: {last}); raise serving.ready_timeout_s for large models")
+        time.sleep(poll_s)
+
+
+def teardown(app_name: str = APP_NAME) -> None:
+    """Delete the stage's Serve application (frees its GPUs for the next stage)."""
+    from ray import serve
+
+    serve.delete(app_name)
+
+
+# -- stages ----------------------------------------------------------------------------
+
+
+def pack_stages(model_cfgs: Iterable[Mapping[str, Any]], gpus: int) -> list[list[str]]:
+    """Group models into stages that fit on ``gpus`` GPUs at once, keeping config order.
+
+    Each model holds ``stage_gpus`` (GPUs per replica x max(1, min_replicas)); autoscaling
+    may add replicas later on whatever is free. First fit: a model joins the earliest stage
+    with room, so the number of stages stays small and the sweep still runs model-major.
+    """
+    gpus = int(gpus)
+    stages: list[list[str]] = []
+    free: list[int] = []
+    for m in model_cfgs:
+        m = _plain(m)
+        need = stage_gpus(m)
+        if need > gpus:
+            raise StagePackingError(f"model {_name(m)!r} needs {need} GPUs (gpus_per_replica="
+                                    f"{gpus_per_replica(m)} x min_replicas) but the cluster has {gpus}")
+        for i, room in enumerate(free):
+            if need <= room:
+                stages[i].append(_name(m))
+                free[i] -= need
+                break
+        else:
+            stages.append([_name(m)])
+            free.append(gpus - need)
+    return stages

@@ -1,0 +1,145 @@
+"""Stand model endpoints up without a sweep and print their URLs (interactive use).
+
+    python jobs/serve.py models=[Qwen3-4B]                   # vLLM via ray.serve.llm (GPU + '.[gpu]')
+    python jobs/serve.py models=[sim-small] serving.http_port=8001
+    python jobs/serve.py configs/sweeps/paper.yaml models=[Qwen3-0.6B,Qwen3-1.7B] hold=false
+
+Arguments are the sweep's (``cluster.config.load_config``: optional YAML, then a dotlist),
+plus ``hold=true|false`` (default true: keep serving until Ctrl-C, then tear down what this
+command deployed). Backends: ``vllm`` models go into one ``ray.serve.llm`` application
+(``cluster.llm_serving``; they must fit the GPUs at once, else the error names the stages),
+``simulated`` ones into the simulated policy's Serve app, and ``openai`` ones are external
+servers (vLLM or SGLang run elsewhere): nothing is deployed, their URL and key variable are
+printed. Each printed line works with any OpenAI client:
+``OpenAI(base_url=<url>, api_key=...).chat.completions.create(model=<model_id>, ...)``.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+
+def split_args(argv: list[str]) -> tuple[list[str], bool]:
+    """Take ``hold=`` out of the sweep arguments (it is this command's own switch)."""
+    hold, rest = True, []
+    for a in argv:
+        if a.startswith("hold="):
+            val = a.split("=", 1)[1].strip().lower()
+            if val not in ("true", "false", "1", "0", "yes", "no"):
+                raise SystemExit(f"hold={val!r}: expected true or false")
+            hold = val in ("true", "1", "yes")
+        else:
+            rest.append(a)
+    return rest, hold
+
+
+def endpoint_line(ep: Any) -> str:
+    key = f"  api key: ${ep.api_key_env}" if getattr(ep, "api_key_env", None) else ""
+    sim = "  [simulated]" if ep.simulated else ""
+    return f"{ep.name}: base_url={ep.base_url} model={ep.model_id}{key}{sim}"
+
+
+def stand_up(cfg: Any) -> tuple[dict[str, Any], list[str]]:
+    """Deploy (or point at) every configured model; returns endpoints and the Serve apps we own."""
+    from cluster import serving
+    from cluster.config import as_plain, model_config
+
+    models = [as_plain(model_config(str(n))) for n in cfg.models]
+    vllm = [m for m in models if m["backend"] == "vllm"]
+    others = [m for m in models if m["backend"] != "vllm"]
+    eps: dict[str, Any] = {}
+    port = int(cfg.serving.http_port)
+    if vllm:
+        import ray
+
+        from cluster import llm_serving
+
+        gpus = cfg.serving.gpus
+        gpus = int(gpus if gpus is not None else ray.cluster_resources().get("GPU", 0))
+        stages = llm_serving.pack_stages(vllm, gpus)
+        if len(stages) > 1:
+            raise SystemExit(f"the vLLM models do not fit {gpus} GPUs at once (stages: {stages}); "
+                             "serve fewer models per command")
+        eps.update(llm_serving.deploy_stage(vllm, cfg))
+    if any(m["backend"] == "simulated" for m in others):
+        serving.ensure_serve(port)
+    for m in others:
+        if m["backend"] == "simulated":
+            eps[m["name"]] = serving.deploy_simulated(m, port, replicas=serving.sim_replicas(m))
+        elif m["backend"] == "openai":
+            eps[m["name"]] = serving.external_endpoint(m)
+        else:
+            raise SystemExit(f"model {m['name']!r}: backend {m['backend']!r} has no endpoint to serve")
+    serving.wait_ready({k: v for k, v in eps.items() if v.simulated}, float(cfg.serving.ready_timeout_s))
+    apps = sorted({ep.app_name for ep in eps.values() if ep.app_name})
+    return eps, apps
+
+
+def main(argv: list[str] | None = None) -> int:
+    from cluster.config import ConfigError, load_config
+
+    args, hold = split_args(list(sys.argv[1:] if argv is None else argv))
+    try:
+        cfg = load_config(args)
+    except ConfigError as exc:
+        print(f"config error: {exc}", file=sys.stderr)
+        return 2
+    backends = {str(n): model_backend(str(n)) for n in cfg.models}
+    if "vllm" in backends.values():
+        from cluster.llm_serving import VLLMNotInstalled, require_vllm
+
+        try:  # before starting Ray: say what to install, not a traceback from a replica
+            require_vllm()
+        except VLLMNotInstalled as exc:
+            vl = sorted(n for n, b in backends.items() if b == "vllm")
+            print(f"cannot serve {vl}: {exc}", file=sys.stderr)
+            return 3
+    needs_ray = any(b in ("vllm", "simulated") for b in backends.values())
+    rt = None
+    if needs_ray:
+        from cluster import runtime
+
+        rt = runtime.connect(cfg.cluster.address)
+        if not hold and rt.started_local:
+            print("note: hold=false on a Ray cluster this command started: the endpoints stop when it "
+                  "exits; start one first (ray start --head) and pass cluster.address=auto", file=sys.stderr)
+    apps: list[str] = []
+    try:
+        eps, apps = stand_up(cfg)
+        for ep in eps.values():
+            print(endpoint_line(ep), flush=True)
+        if hold and apps:
+            print("serving; Ctrl-C to stop", flush=True)
+            while True:
+                time.sleep(3600)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        if hold and apps:
+            from ray import serve
+
+            for app in apps:
+                serve.delete(app)
+        if rt is not None:
+            from cluster import runtime
+
+            runtime.disconnect(rt)
+    return 0
+
+
+def model_backend(name: str) -> str:
+    from cluster.config import model_config
+
+    return str(model_config(name).backend)
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    sys.exit(main())

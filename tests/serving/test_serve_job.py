@@ -1,0 +1,54 @@
+"""jobs/serve.py: external servers are first-class; vLLM without the gpu extra fails clearly."""
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _configs_with(tmp_path: Path, name: str, text: str) -> Path:
+    dst = tmp_path / "configs"
+    shutil.copytree(REPO / "configs", dst)
+    (dst / "models" / f"{name}.yaml").write_text(text)
+    return dst
+
+
+def _run(args: list[str], configs: Path) -> subprocess.CompletedProcess:
+    env = dict(os.environ, OPTEVAL_CONFIGS=str(configs), EXT_KEY="sk-test")
+    return subprocess.run([sys.executable, str(REPO / "jobs" / "serve.py"), *args], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_external_openai_endpoint_is_printed_without_ray(tmp_path):
+    configs = _configs_with(tmp_path, "ext-vllm", (
+        "name: ext-vllm\nbackend: openai\nfamily: Qwen3\nsize_b: 4\n"
+        "openai: {base_url: 'http://gpu-box:8000/v1', model_id: Qwen/Qwen3-4B, api_key_env: EXT_KEY}\n"))
+    out = _run(["models=[ext-vllm]", "hold=false"], configs)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "ext-vllm: base_url=http://gpu-box:8000/v1 model=Qwen/Qwen3-4B  api key: $EXT_KEY" in out.stdout
+    assert "Started a local Ray instance" not in out.stderr  # external URLs need no Ray
+
+
+def test_vllm_model_without_vllm_names_the_gpu_extra(tmp_path):
+    if importlib.util.find_spec("vllm") is not None:
+        # with vLLM installed the command would load weights; the GPU test covers that path
+        from cluster.llm_serving import require_vllm
+
+        require_vllm()
+        return
+    out = _run(["models=[Qwen3-0.6B]", "hold=false"], REPO / "configs")
+    assert out.returncode == 3
+    assert "cannot serve ['Qwen3-0.6B']" in out.stderr and "pip install -e '.[gpu]'" in out.stderr
+
+
+def test_hold_switch_is_parsed():
+    sys.path.insert(0, str(REPO))
+    from jobs.serve import split_args
+
+    assert split_args(["models=[a]", "hold=false"]) == (["models=[a]"], False)
+    assert split_args(["models=[a]"]) == (["models=[a]"], True)
