@@ -1,0 +1,24 @@
+"""Harnesses: the control loops around a frozen model (one module per method).
+
+``HARNESSES`` maps a method's harness name to its module's ``HARNESS`` object;
+``get_harness(name)`` looks one up and names the known ones when it fails.
+See README.md for how to add a harness.
+"""
+from __future__ import annotations
+
+from evalcore.harnesses.base import Budgets, Executor, Harness, HarnessContext, SessionHandle
+from evalcore.harnesses.direct import HARNESS as DIRECT
+from evalcore.harnesses.opticycle import HARNESS as OPTICYCLE
+from evalcore.harnesses.optistate import HARNESS as OPTISTATE
+
+HARNESSES: dict[str, Harness] = {h.name: h for h in (DIRECT, OPTICYCLE, OPTISTATE)}
+
+
+def get_harness(name: str) -> Harness:
+    try:
+        return HARNESSES[name]
+    except KeyError:
+        raise KeyError(f"unknown harness {name!r}; known: {sorted(HARNESSES)}") from None
+
+
+__all__ = ["HARNESSES", "get_harness", "Budgets", "Executor", "Harness", "HarnessContext", "SessionHandle"]

@@ -5,8 +5,8 @@ grades the returned Trajectory afterwards.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field, asdict
-from typing import Any, Protocol, runtime_checkable
+from dataclasses import dataclass, field, fields, asdict, replace
+from typing import Any, Mapping, Protocol, runtime_checkable
 
 from evalcore.models.base import ChatModel, Sampling
 from evalcore.problems import ProblemSpec
@@ -28,6 +28,32 @@ class Budgets:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    @classmethod
+    def from_config(cls, cfg: Mapping[str, Any] | None, base: "Budgets | None" = None) -> "Budgets":
+        """``base`` (default: the defaults) with the keys of ``cfg`` overridden; ``exec_limits``
+        may be a mapping of ``Limits`` fields. Unknown keys are an error naming them."""
+        base = base or cls()
+        cfg = dict(cfg or {})
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(cfg) - known)
+        if unknown:
+            raise ValueError(f"budgets: unknown key(s) {unknown}; known {sorted(known)}")
+        limits = cfg.pop("exec_limits", None)
+        if limits is not None and not isinstance(limits, Limits):
+            lim_known = {f.name for f in fields(Limits)}
+            bad = sorted(set(limits) - lim_known)
+            if bad:
+                raise ValueError(f"budgets.exec_limits: unknown key(s) {bad}; known {sorted(lim_known)}")
+            limits = replace(base.exec_limits, **dict(limits))
+        out = replace(base, **cfg)
+        if limits is not None:
+            out = replace(out, exec_limits=limits)
+        for name in known - {"exec_limits"}:
+            value = getattr(out, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise ValueError(f"budgets.{name} must be a non-negative integer, got {value!r}")
+        return out
 
 
 class SessionHandle(Protocol):

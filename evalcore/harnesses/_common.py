@@ -1,0 +1,172 @@
+"""Shared bookkeeping for the harnesses: prompts from files, metered model calls, records.
+
+Why one place: every harness must record calls, executions and the transcript the same way
+(the ledger and the token tables read them), and must enforce the same budgets.
+"""
+from __future__ import annotations
+
+import math
+import re
+import time
+from dataclasses import replace
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from evalcore.harnesses.base import HarnessContext
+from evalcore.models.base import Completion, Message
+from evalcore.problems import ProblemSpec
+from evalcore.records import CallRecord, ExecRecord, Trajectory
+from evalcore.sandbox.types import ExecResult
+
+PROMPTS_DIR = Path(__file__).parent / "prompts"
+TAIL_CHARS = 2000  # stdout/stderr kept per ExecRecord
+_PLACEHOLDER = re.compile(r"\{\{(\w+)\}\}")
+_PURPOSE = re.compile(r"^\s*\**Purpose\**\s*:\s*\**\s*(.+?)\s*$", re.M | re.I)
+_FENCE = re.compile(r"```([A-Za-z0-9_+-]*)[^\n]*\n(.*?)```", re.S)
+
+
+@lru_cache(maxsize=None)
+def load_prompt(method: str, name: str) -> str:
+    """The text of ``prompts/<method>/<name>.md``; a missing file names its path."""
+    path = PROMPTS_DIR / method / f"{name}.md"
+    if not path.is_file():
+        raise FileNotFoundError(f"harness prompt not found: {path}")
+    return path.read_text()
+
+
+def render(template: str, **values: Any) -> str:
+    """Fill ``{{name}}`` placeholders. Values are inserted verbatim (never re-scanned), and a
+    placeholder without a value is an error naming it."""
+    missing = sorted({m.group(1) for m in _PLACEHOLDER.finditer(template)} - set(values))
+    if missing:
+        raise KeyError(f"prompt placeholders without a value: {missing}")
+    return _PLACEHOLDER.sub(lambda m: str(values[m.group(1)]), template)
+
+
+def stated_purpose(text: str) -> str:
+    """The ``Purpose:`` line of a reply; else its first prose line; bounded to 200 chars."""
+    m = _PURPOSE.search(text)
+    if m:
+        return m.group(1)[:200]
+    outside = _FENCE.sub("", text)
+    for line in outside.splitlines():
+        if line.strip():
+            return line.strip()[:200]
+    return "(no purpose stated)"
+
+
+def fenced_blocks(text: str, lang: str) -> list[str]:
+    """Bodies of fenced blocks tagged ``lang`` (case-insensitive), in order."""
+    return [body for tag, body in _FENCE.findall(text) if tag.lower() == lang.lower()]
+
+
+def tail(text: str, limit: int) -> str:
+    """The last ``limit`` characters (exceptions and results are at the end), marked if cut."""
+    if len(text) <= limit:
+        return text
+    return "[... truncated ...]\n" + text[-limit:]
+
+
+def estimate_tokens(text: str) -> int:
+    return math.ceil(len(text) / 4)
+
+
+class BudgetSpent(Exception):
+    """Raised by ``Meter.call`` when no model call may be made; ends the trajectory."""
+
+
+class Meter:
+    """Makes model calls for one trajectory and records each (CallRecord + transcript entry).
+
+    Tokens count against ``max_total_tokens`` as reported; when a server reports none, the
+    chars/4 estimate is used for the budget only (the record keeps None).
+    ``ModelError`` (and any other exception from the model) propagates: infrastructure
+    failures belong to the scheduler, which retries the trajectory.
+    """
+
+    def __init__(self, ctx: HarnessContext, traj: Trajectory) -> None:
+        self.ctx = ctx
+        self.traj = traj
+        self.tokens_used = 0
+        self.sampling = replace(ctx.sampling, max_tokens=min(ctx.sampling.max_tokens, ctx.budgets.max_output_tokens))
+
+    @property
+    def calls(self) -> int:
+        return len(self.traj.calls)
+
+    def exhausted(self) -> str | None:
+        """Which budget is spent (``calls`` / ``tokens``), or None."""
+        b = self.ctx.budgets
+        if self.calls >= b.max_calls:
+            return "calls"
+        if self.tokens_used >= b.max_total_tokens:
+            return "tokens"
+        return None
+
+    async def call(self, messages: list[Message], turn: int, purpose: str) -> Completion:
+        spent = self.exhausted()
+        if spent:
+            raise BudgetSpent(spent)
+        t0 = time.perf_counter()
+        completion = await self.ctx.model.chat(messages, self.sampling, self.ctx.seed)
+        latency = completion.latency_s if completion.latency_s else time.perf_counter() - t0
+        u = completion.usage
+        self.traj.calls.append(
+            CallRecord(turn, purpose, u.prompt_tokens, u.completion_tokens, u.cached_prompt_tokens, latency,
+                       completion.finish_reason)
+        )
+        self.traj.transcript.append(
+            {
+                "call": len(self.traj.calls) - 1,
+                "turn": turn,
+                "purpose": purpose,
+                "messages": [dict(m) for m in messages],
+                "completion": completion.text,
+                "finish_reason": completion.finish_reason,
+            }
+        )
+        self.traj.simulated = self.traj.simulated or bool(completion.simulated)
+        pt = u.prompt_tokens if u.prompt_tokens is not None else sum(estimate_tokens(m.get("content", "")) for m in messages)
+        ct = u.completion_tokens if u.completion_tokens is not None else estimate_tokens(completion.text)
+        self.tokens_used += pt + ct
+        return completion
+
+
+def new_trajectory(problem: ProblemSpec, ctx: HarnessContext, method: str) -> Trajectory:
+    return Trajectory(
+        model=ctx.model_name or getattr(ctx.model, "name", ""),
+        method=ctx.method or method,
+        benchmark=problem.benchmark,
+        problem_id=problem.id,
+        sample=ctx.sample,
+        seed=ctx.seed,
+        budgets=ctx.budgets.to_dict(),
+    )
+
+
+def exec_record(turn: int, result: ExecResult, submission: Any = None) -> ExecRecord:
+    return ExecRecord(
+        turn=turn,
+        outcome=result.outcome,
+        wall_s=result.wall_s,
+        cpu_s=result.cpu_s,
+        exit_code=result.exit_code,
+        submission=submission if submission is not None else result.submission,
+        models=list(result.models or []),
+        stdout_tail=tail(result.stdout or "", TAIL_CHARS),
+        stderr_tail=tail(result.stderr or "", TAIL_CHARS),
+        contained=result.contained,
+    )
+
+
+def observation(result: ExecResult) -> str:
+    """What the model is shown of one execution: output, then the error/exception."""
+    parts = []
+    if result.stdout:
+        parts.append(result.stdout.rstrip())
+    if result.stderr:
+        parts.append(result.stderr.rstrip())
+    if result.outcome != "ok" and result.note:
+        parts.append(f"[sandbox: {result.note}]")
+    return "\n".join(parts) if parts else "(no output)"

@@ -1,0 +1,61 @@
+"""Direct Generation: one model call writes a complete program; it runs once; no revision.
+
+Paper section 3.1, the single-step special case. The program is extracted and its submission
+read with the context's extraction profile (``evalcore.extraction``: ``submit``, ``orlm`` or
+``stdout``), so published direct-generation setups can be reproduced. The system prompt is
+``prompts/direct/system_<profile>.md`` when such a file exists, else ``prompts/direct/system.md``.
+``ModelError`` propagates (the scheduler retries infrastructure failures).
+"""
+from __future__ import annotations
+
+import time
+
+from evalcore.harnesses._common import (
+    PROMPTS_DIR, BudgetSpent, Meter, exec_record, load_prompt, new_trajectory, render,
+)
+from evalcore.harnesses.base import HarnessContext
+from evalcore.problems import ProblemSpec
+from evalcore.records import STATUS_SUBMITTED, Submission, Trajectory
+
+
+class Direct:
+    name = "direct"
+    prompt_dir = "direct"
+
+    async def run(self, problem: ProblemSpec, ctx: HarnessContext) -> Trajectory:
+        from evalcore.extraction import extract_code, extract_submission  # the other side of the seam
+
+        traj = new_trajectory(problem, ctx, self.name)
+        meter = Meter(ctx, traj)
+        t0 = time.perf_counter()
+        try:
+            messages = [
+                {"role": "system", "content": self._system(ctx.extraction)},
+                {"role": "user", "content": render(load_prompt(self.prompt_dir, "user"), question=problem.question)},
+            ]
+            completion = await meter.call(messages, 0, "generate")
+            code = extract_code(completion.text, ctx.extraction)
+            if code is None:
+                traj.errors.append(f"no program found in the completion (extraction {ctx.extraction!r})")
+                return traj
+            result = await ctx.executor.run(code, ctx.budgets.exec_limits)
+            raw = extract_submission(result, ctx.extraction)
+            traj.execs.append(exec_record(0, result, raw))
+            if raw is not None:
+                traj.submission = Submission(raw, ctx.extraction)
+                traj.status = STATUS_SUBMITTED
+            elif result.outcome != "ok":
+                traj.errors.append(f"program {result.outcome}: {(result.stderr or result.note)[-300:]}")
+        except BudgetSpent as spent:
+            traj.errors.append(f"budget spent: {spent}")
+        finally:
+            traj.wall_s = time.perf_counter() - t0
+        return traj
+
+    def _system(self, profile: str) -> str:
+        if (PROMPTS_DIR / self.prompt_dir / f"system_{profile}.md").is_file():
+            return load_prompt(self.prompt_dir, f"system_{profile}")
+        return load_prompt(self.prompt_dir, "system")
+
+
+HARNESS = Direct()

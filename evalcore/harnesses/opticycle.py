@@ -1,0 +1,160 @@
+"""OptiCycle: generate a code cell, execute it in a persistent interpreter, observe, revise.
+
+Paper section 3.2. One persistent ``Session`` per trajectory keeps imports, data and solver
+objects alive between turns; the model sees a prompt rebuilt each call from the problem,
+the modeling instructions with recovery hints (``prompts/opticycle/system.md``) and a
+bounded summary of its most recent actions (purpose + output or exception, each truncated
+to ``budgets.summary_chars``, the last ``budgets.summary_actions`` of them).
+
+The trajectory ends when a cell submits (and the submission is accepted), or when the turn
+(cells executed), call or total-token budget is spent: then it has no submission and
+``errors`` names the spent budget. The session is always closed. ``ModelError`` from the model
+propagates to the caller (the scheduler retries infrastructure failures); a failing cell is
+never an exception, only feedback.
+
+Turn numbering: action turns are 1-based (``CallRecord.turn``/``ExecRecord.turn``); calls
+made before the first action (OptiState's formulation) are turn 0.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from evalcore.harnesses._common import (
+    BudgetSpent, Meter, exec_record, load_prompt, new_trajectory, observation, render, stated_purpose, tail,
+)
+from evalcore.harnesses.base import HarnessContext, SessionHandle
+from evalcore.models.base import Message
+from evalcore.problems import ProblemSpec
+from evalcore.records import STATUS_SUBMITTED, Submission, Trajectory
+
+NO_CODE_FEEDBACK = "Your reply had no ```python block, so nothing ran. Reply with `Purpose: ...` and one ```python cell."
+
+
+@dataclass
+class Action:
+    """One entry of the rolling summary."""
+
+    turn: int
+    purpose: str
+    outcome: str  # an ExecResult outcome, or "refused" / "no_code"
+    output: str
+    code: str = ""
+
+
+@dataclass
+class CycleState:
+    """What the controller keeps between turns (the interpreter keeps the rest)."""
+
+    actions: list[Action] = field(default_factory=list)
+    turn: int = 0  # cells executed so far
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def render_summary(actions: list[Action], summary_actions: int, summary_chars: int) -> str:
+    """The bounded summary: the last ``summary_actions`` actions, outputs cut to their tail."""
+    if not actions:
+        return "(none yet: this is your first action)"
+    first = max(0, len(actions) - summary_actions)
+    blocks = []
+    for i, a in enumerate(actions[first:], start=first + 1):
+        block = (
+            f"### Action {i} (turn {a.turn}): {a.outcome}\nPurpose: {a.purpose}\n"
+            f"Output:\n```text\n{tail(a.output, summary_chars)}\n```"
+        )
+        if i == len(actions) and a.code:
+            block += f"\nCode of this action:\n```python\n{tail(a.code, summary_chars)}\n```"
+        blocks.append(block)
+    return "\n\n".join(blocks)
+
+
+class OptiCycle:
+    """The OptiCycle harness; OptiState extends it through the ``_hook`` methods."""
+
+    name = "opticycle"
+    prompt_dir = "opticycle"
+
+    async def run(self, problem: ProblemSpec, ctx: HarnessContext) -> Trajectory:
+        if ctx.extraction != "submit":
+            raise ValueError(f"{self.name}: extraction profile must be 'submit', got {ctx.extraction!r}")
+        from evalcore.extraction import extract_code  # the other side of the seam; lazy
+
+        traj = new_trajectory(problem, ctx, self.name)
+        meter = Meter(ctx, traj)
+        state = CycleState()
+        t0 = time.perf_counter()
+        session: SessionHandle = await ctx.executor.open_session()
+        try:
+            await self._prepare(problem, ctx, meter, state)
+            while traj.status != STATUS_SUBMITTED:
+                if state.turn >= ctx.budgets.max_turns:
+                    traj.errors.append(f"budget spent: turns ({ctx.budgets.max_turns})")
+                    break
+                messages = self._messages(problem, ctx, meter, state)
+                purpose = "generate" if not state.actions else "revise"
+                completion = await meter.call(messages, state.turn + 1, purpose)
+                text = completion.text
+                note = self._on_reply(text, state)
+                code = extract_code(text, "submit")
+                if code is None:
+                    state.actions.append(Action(state.turn + 1, stated_purpose(text), "no_code", _join(note, NO_CODE_FEEDBACK)))
+                    continue
+                state.turn += 1
+                result = await session.run_cell(code, ctx.budgets.exec_limits)
+                traj.execs.append(exec_record(state.turn, result))
+                output = _join(note, observation(result))
+                outcome = result.outcome
+                if result.submission is not None:
+                    refusal = self._refusal(state)
+                    if refusal is None:
+                        traj.submission = Submission(result.submission, "submit")
+                        traj.status = STATUS_SUBMITTED
+                    else:
+                        traj.errors.append(f"turn {state.turn}: submission refused: {refusal}")
+                        outcome, output = "refused", _join(output, f"Submission refused: {refusal}")
+                state.actions.append(Action(state.turn, stated_purpose(text), outcome, output, code))
+        except BudgetSpent as spent:
+            traj.errors.append(f"budget spent: {spent}")
+        finally:
+            traj.wall_s = time.perf_counter() - t0
+            await session.close()
+        return traj
+
+    # -- hooks (OptiState overrides) ---------------------------------------------------------
+    async def _prepare(self, problem: ProblemSpec, ctx: HarnessContext, meter: Meter, state: CycleState) -> None:
+        """Calls made before the first action (none for OptiCycle)."""
+
+    def _on_reply(self, text: str, state: CycleState) -> str:
+        """Digest the non-code parts of a reply; returns a note for the action's output."""
+        return ""
+
+    def _refusal(self, state: CycleState) -> str | None:
+        """Why a submission is not accepted now, or None to accept it."""
+        return None
+
+    def _user_values(self, state: CycleState) -> dict[str, Any]:
+        return {}
+
+    # -- prompt ------------------------------------------------------------------------------
+    def _messages(self, problem: ProblemSpec, ctx: HarnessContext, meter: Meter, state: CycleState) -> list[Message]:
+        b = ctx.budgets
+        user = render(
+            load_prompt(self.prompt_dir, "user"),
+            question=problem.question,
+            turn=state.turn + 1,
+            max_turns=b.max_turns,
+            calls_used=meter.calls,
+            max_calls=b.max_calls,
+            summary_actions=b.summary_actions,
+            summary=render_summary(state.actions, b.summary_actions, b.summary_chars),
+            **self._user_values(state),
+        )
+        return [{"role": "system", "content": load_prompt(self.prompt_dir, "system")}, {"role": "user", "content": user}]
+
+
+def _join(*parts: str) -> str:
+    return "\n".join(p for p in parts if p)
+
+
+HARNESS = OptiCycle()

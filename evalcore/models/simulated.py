@@ -1,0 +1,786 @@
+"""A deterministic, seeded stand-in for an LLM: for tests, load generation and the demo.
+
+Why it exists: the harnesses, the sandbox, the scheduler and the ledger must be exercised
+end to end without a GPU. ``SimulatedModel`` answers like a (configurably skilled) model
+would, but it is never a model's accuracy: every ``Completion`` it returns says
+``simulated=True`` (and the Serve app adds ``system_fingerprint: "opteval-simulated"``).
+
+How it decides, from the messages alone (so it behaves the same in process and behind HTTP):
+
+* the problem: the question between ``<problem>`` and ``</problem>`` in a user message,
+  normalised (whitespace collapsed, lower-cased) and hashed, looked up among the embedded
+  sample benchmark's questions (fallback: substring search). Unknown problems get a small
+  generic PuLP program that runs and submits a (wrong) number.
+* the harness: the marker ``[harness:<name>]`` in the system prompt (``direct``,
+  ``opticycle``, ``optistate``; none = direct) and, for OptiState, ``[step:formulate]`` or
+  ``[step:act]`` in the user message.
+* the state of a multi-turn trajectory: the line ``Turn <k> of <n>`` and the summary blocks
+  ``### Action <i> (turn <t>): <outcome>`` followed by ``Purpose: <text>`` written by the
+  harnesses (see ``evalcore/harnesses/README.md``).
+
+Every random choice is drawn from a ``random.Random`` seeded by sha256 of
+(seed, problem id, turn, purpose), so the same (messages, seed) always give the same text.
+
+What it writes, per trajectory (drawn at turn 0): the reference program, a mutant of it
+(``MUTATION_OPS``: source-level operators after Table 9 of SemOPT), or the program with an
+injected syntax error or runtime error (NameError / KeyError). After error feedback it
+repairs with probability ``p_repair`` per turn. Multi-turn harnesses get the program in two
+cells: first the model construction (data, variables, constraints), then the solve and
+``submit`` footer, so the second cell only works if the interpreter kept the first's objects.
+"""
+from __future__ import annotations
+
+import ast
+import asyncio
+import hashlib
+import json
+import math
+import random
+import re
+import time
+from dataclasses import dataclass, field, fields, replace
+from functools import lru_cache
+from typing import Any, Callable, Mapping
+
+from evalcore.models.base import Completion, Message, Sampling, Usage
+
+# -- protocol markers (shared with evalcore/harnesses/prompts) ------------------------------
+
+HARNESS_MARKER = re.compile(r"\[harness:([a-z_]+)\]")
+STEP_MARKER = re.compile(r"\[step:([a-z_]+)\]")
+PROBLEM_TAG = re.compile(r"<problem>\s*(.*?)\s*</problem>", re.S)
+TURN_LINE = re.compile(r"^Turn (\d+) of (\d+)", re.M)
+ACTION_HEAD = re.compile(r"^### Action (\d+) \(turn (\d+)\): ([a-z_]+)\s*\nPurpose: (.*)$", re.M)
+
+# Stated purposes; the policy recognises its own earlier actions by these prefixes.
+PURPOSE_BUILD = "Build the model: data, variables, objective and constraints."
+PURPOSE_SOLVE = "Solve the model and submit the objective."
+PURPOSE_REPAIR = "Fix the error reported above and rerun."
+PURPOSE_SUBMIT = "Submit the result computed in the previous cell."
+PURPOSE_PROGRAM = "Write and run the complete solver program."
+PURPOSE_INSPECT = "Inspect the solution."
+PURPOSE_FORMULATE = "Record the initial formulation."
+PURPOSE_FIX_FORMULATION = "Complete the formulation and resubmit."
+
+POLICIES = ("skill", "always_correct", "always_mutant", "never_submit")
+MUTATION_OPS = (
+    "flip_sense",
+    "relax_integrality",
+    "change_comparator",
+    "drop_constraint",
+    "perturb_coefficient",
+    "perturb_rhs",
+)
+FORMULATION_FIELDS = ("sets", "parameters", "variables", "objective", "constraints")
+
+_SOLVE_CALL = re.compile(r"\.(solve|optimize|run)\(|\b(linprog|milp|minimize|minimize_scalar|quadprog)\(")
+_NOT_OK = ("error", "timeout", "memory", "output_limit", "killed")
+
+
+@dataclass(frozen=True)
+class SimSkill:
+    """How good the simulated model is. The four ``p_*`` answer kinds are relative weights.
+
+    ``p_correct``/``p_mutant`` also decide what an erroneous answer becomes once repaired.
+    """
+
+    p_correct: float = 0.6
+    p_mutant: float = 0.2
+    p_syntax_error: float = 0.05
+    p_runtime_error: float = 0.15
+    p_repair: float = 0.7  # per turn, after error feedback
+    p_no_submit: float = 0.05  # program prints its result instead of calling submit()
+    p_bad_formulation: float = 0.1  # OptiState: initial formulation lacks "constraints"
+    mutation_ops: tuple[str, ...] = MUTATION_OPS
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            if f.name.startswith("p_"):
+                v = getattr(self, f.name)
+                if not isinstance(v, (int, float)) or not 0.0 <= v <= 1.0:
+                    raise ValueError(f"SimSkill.{f.name} must be a probability in [0, 1], got {v!r}")
+        if self.p_correct + self.p_mutant + self.p_syntax_error + self.p_runtime_error <= 0:
+            raise ValueError("SimSkill: p_correct + p_mutant + p_syntax_error + p_runtime_error must be > 0")
+        bad = [op for op in self.mutation_ops if op not in MUTATION_OPS]
+        if bad or not self.mutation_ops:
+            raise ValueError(f"SimSkill.mutation_ops: unknown {bad or 'empty'}; known {list(MUTATION_OPS)}")
+        object.__setattr__(self, "mutation_ops", tuple(self.mutation_ops))
+
+    @property
+    def kind_weights(self) -> dict[str, float]:
+        return {
+            "correct": self.p_correct,
+            "mutant": self.p_mutant,
+            "syntax_error": self.p_syntax_error,
+            "runtime_error": self.p_runtime_error,
+        }
+
+
+@dataclass(frozen=True)
+class SimProblem:
+    id: str
+    question: str
+    reference: str  # program source calling submit(...)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The per-trajectory draw (seed, problem): what the policy intends to answer."""
+
+    kind: str  # correct | mutant | syntax_error | runtime_error | generic
+    base: str  # correct | mutant: what a repaired answer is
+    no_submit: bool
+    bad_formulation: bool
+
+
+# -- helpers ------------------------------------------------------------------------------------
+
+
+def normalize_question(text: str) -> str:
+    return " ".join(text.split()).lower()
+
+
+def question_hash(text: str) -> str:
+    return hashlib.sha256(normalize_question(text).encode()).hexdigest()
+
+
+def _rng(*parts: Any) -> random.Random:
+    blob = "\x1f".join(str(p) for p in parts).encode()
+    return random.Random(int.from_bytes(hashlib.sha256(blob).digest()[:8], "big"))
+
+
+def content_text(message: Message) -> str:
+    """A message's text; OpenAI-style content part lists (over HTTP) are joined."""
+    content = message.get("content") or ""
+    if isinstance(content, list):
+        return "".join(p.get("text", "") for p in content if isinstance(p, dict))
+    return str(content)
+
+
+def count_tokens(text: str) -> int:
+    """The fixed token rule: ceil(characters / 4)."""
+    return math.ceil(len(text) / 4)
+
+
+@lru_cache(maxsize=1)
+def _sample_catalog() -> dict[str, SimProblem]:
+    from evalcore.data import load_sample_rows, reference_program  # lazy: data may be large
+
+    out: dict[str, SimProblem] = {}
+    for row in load_sample_rows():
+        src = reference_program(row["id"])
+        if src:
+            out[row["id"]] = SimProblem(row["id"], row["question"], src)
+    return out
+
+
+# -- program surgery ---------------------------------------------------------------------------
+
+
+def _lines(src: str) -> list[str]:
+    return src.splitlines(keepends=True)
+
+
+def _stmt_span(node: ast.stmt) -> tuple[int, int]:
+    start = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
+    return start - 1, node.end_lineno or node.lineno  # 0-based [start, end)
+
+
+def split_program(src: str) -> tuple[str, str] | None:
+    """(build cell, solve cell): cut before the first top-level statement that solves.
+
+    None when the program has no such cut (then multi-turn harnesses get one cell).
+    """
+    try:
+        tree = ast.parse(src)
+    except SyntaxError:
+        return None
+    lines = _lines(src)
+    for pattern in (_SOLVE_CALL, re.compile(r"\bsubmit\(")):
+        for i, node in enumerate(tree.body):
+            start, end = _stmt_span(node)
+            if pattern.search("".join(lines[start:end])):
+                if i == 0:
+                    break
+                return "".join(lines[:start]), "".join(lines[start:])
+    return None
+
+
+def compiles(src: str) -> bool:
+    try:
+        compile(src, "<sim>", "exec")
+        return True
+    except SyntaxError:
+        return False
+
+
+def _replace_span(src: str, lineno: int, col: int, end_col: int, new: str) -> str:
+    """Replace [col, end_col) on 1-based line ``lineno`` (columns are UTF-8 byte offsets)."""
+    lines = _lines(src)
+    raw = lines[lineno - 1].encode()
+    lines[lineno - 1] = (raw[:col] + new.encode() + raw[end_col:]).decode()
+    return "".join(lines)
+
+
+def _constraint_nodes(tree: ast.AST) -> list[ast.stmt]:
+    """Statements that add a constraint: ``prob += a <= b`` or ``m.addCons(...)``-style calls."""
+    out: list[ast.stmt] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.AugAssign) and isinstance(node.op, ast.Add):
+            val = node.value.elts[0] if isinstance(node.value, ast.Tuple) and node.value.elts else node.value
+            if isinstance(val, ast.Compare):
+                out.append(node)
+        elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
+            fn = node.value.func
+            if isinstance(fn, ast.Attribute) and fn.attr in {"addCons", "addConstr", "addConstrs", "addLConstr", "addRow"}:
+                out.append(node)
+    return sorted(out, key=lambda n: (n.lineno, n.col_offset))
+
+
+def _op_flip_sense(src: str, rng: random.Random) -> str | None:
+    pairs = {
+        "LpMinimize": "LpMaximize", "LpMaximize": "LpMinimize",
+        '"minimize"': '"maximize"', '"maximize"': '"minimize"',
+        "'minimize'": "'maximize'", "'maximize'": "'minimize'",
+        "MINIMIZE": "MAXIMIZE", "MAXIMIZE": "MINIMIZE",
+        "ObjSense.kMinimize": "ObjSense.kMaximize", "ObjSense.kMaximize": "ObjSense.kMinimize",
+        ".minimize(": ".maximize(", ".maximize(": ".minimize(",
+    }
+    pattern = re.compile("|".join(re.escape(k) for k in sorted(pairs, key=len, reverse=True)))
+    out = pattern.sub(lambda m: pairs[m.group(0)], src)
+    if out == src:
+        # scipy convention of the sample programs: SENSE = -1 for maximisation (c negated)
+        out = re.sub(r"^(SENSE\s*=\s*)(-?)1\b", lambda m: m.group(1) + ("" if m.group(2) else "-") + "1", src, flags=re.M)
+    return out if out != src else None
+
+
+def _op_relax_integrality(src: str, rng: random.Random) -> str | None:
+    subs = [
+        (r"""cat\s*=\s*(["'])(Integer|Binary)\1""", 'cat="Continuous"'),
+        (r"\b(pulp\.)?Lp(Integer|Binary)\b", lambda m: (m.group(1) or "") + "LpContinuous"),
+        (r"""vtype\s*=\s*(["'])(I|B|INTEGER|BINARY|integer|binary)\1""", 'vtype="C"'),
+        (r"\b(GRB|COPT)\.(INTEGER|BINARY)\b", lambda m: m.group(1) + ".CONTINUOUS"),
+        (r"HighsVarType\.kInteger\b", "HighsVarType.kContinuous"),
+        (r"integrality\s*=\s*", "integrality=0 * "),
+    ]
+    out = src
+    for pat, rep in subs:
+        out = re.sub(pat, rep, out)
+    return out if out != src else None
+
+
+def _op_change_comparator(src: str, rng: random.Random) -> str | None:
+    nodes = _constraint_nodes(ast.parse(src))
+    rng.shuffle(nodes)
+    flip = {"<=": ">=", ">=": "<=", "==": "<="}
+    for node in nodes:
+        start, end = _stmt_span(node)
+        lines = _lines(src)
+        seg = "".join(lines[start:end])
+        m = re.search(r"<=|>=|==", seg)
+        if m:
+            seg = seg[: m.start()] + flip[m.group(0)] + seg[m.end():]
+            return "".join(lines[:start]) + seg + "".join(lines[end:])
+    return None
+
+
+def _op_drop_constraint(src: str, rng: random.Random) -> str | None:
+    nodes = _constraint_nodes(ast.parse(src))
+    if not nodes:
+        return None
+    node = rng.choice(nodes)
+    start, end = _stmt_span(node)
+    lines = _lines(src)
+    indent = re.match(r"\s*", lines[start]).group(0).rstrip("\n")
+    return "".join(lines[:start]) + f"{indent}pass\n" + "".join(lines[end:])
+
+
+def _numeric_constants(node: ast.AST) -> list[ast.Constant]:
+    return [
+        n for n in ast.walk(node)
+        if isinstance(n, ast.Constant) and type(n.value) in (int, float) and n.value not in (0, 1)
+    ]
+
+
+def _perturb(src: str, const: ast.Constant, rng: random.Random) -> str:
+    v = const.value
+    new = repr(v + max(1, round(abs(v) * 0.2))) if isinstance(v, int) else repr(round(v * rng.choice((0.8, 1.25)), 6))
+    return _replace_span(src, const.lineno, const.col_offset, const.end_col_offset, new)
+
+
+def _objective_nodes(tree: ast.AST) -> list[ast.AST]:
+    """Where the objective's coefficients live: ``prob += expr`` (no comparison), objective
+    calls (``setObjective``, ``.minimize``/``.maximize``), and cost/profit vectors (``c = [...]``)."""
+    out: list[ast.AST] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.AugAssign) and isinstance(node.op, ast.Add):
+            val = node.value.elts[0] if isinstance(node.value, ast.Tuple) and node.value.elts else node.value
+            if not isinstance(val, ast.Compare) and not (isinstance(val, ast.Constant) and isinstance(val.value, str)):
+                out.append(node.value)
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in {
+            "setObjective", "minimize", "maximize", "setMinimize", "setMaximize",
+        }:
+            out.append(node)
+        elif isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and re.match(r"^(c|obj\w*|cost\w*|costs|profit\w*|price\w*|revenue\w*|value\w*|score\w*)$", t.id, re.I)
+            for t in node.targets
+        ):
+            out.append(node.value)
+    return out
+
+
+def _op_perturb_coefficient(src: str, rng: random.Random) -> str | None:
+    """Perturb one objective coefficient (an objective term's number or a cost vector entry)."""
+    tree = ast.parse(src)
+    pool: list[ast.Constant] = []
+    for node in _objective_nodes(tree):
+        pool += _numeric_constants(node)
+    pool = [c for c in pool if not _inside_call_named(tree, c, {"range", "round", "len"})]
+    if not pool:
+        return None
+    return _perturb(src, rng.choice(pool), rng)
+
+
+def _op_perturb_rhs(src: str, rng: random.Random) -> str | None:
+    pool: list[ast.Constant] = []
+    for node in _constraint_nodes(ast.parse(src)):
+        for cmp in (n for n in ast.walk(node) if isinstance(n, ast.Compare)):
+            for right in cmp.comparators:
+                pool += _numeric_constants(right)
+    if not pool:
+        return None
+    return _perturb(src, rng.choice(pool), rng)
+
+
+def _inside_call_named(tree: ast.AST, target: ast.AST, names: set[str]) -> bool:
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in names:
+            if any(n is target for n in ast.walk(node)):
+                return True
+    return False
+
+
+_OPS: dict[str, Callable[[str, random.Random], str | None]] = {
+    "flip_sense": _op_flip_sense,
+    "relax_integrality": _op_relax_integrality,
+    "change_comparator": _op_change_comparator,
+    "drop_constraint": _op_drop_constraint,
+    "perturb_coefficient": _op_perturb_coefficient,
+    "perturb_rhs": _op_perturb_rhs,
+}
+
+
+# How often an operator changes the optimum (measured on the sample benchmark), used as the
+# weight of its place in the seeded order: sense flips almost always do, dropped or relaxed
+# constraints often turn out not to bind.
+_OP_WEIGHTS = {
+    "flip_sense": 4.0, "perturb_coefficient": 2.0, "change_comparator": 1.5,
+    "drop_constraint": 1.5, "relax_integrality": 1.0, "perturb_rhs": 1.0,
+}
+
+
+def _weighted_order(ops: list[str], rng: random.Random) -> list[str]:
+    """A seeded order of ``ops``, sampled without replacement by ``_OP_WEIGHTS``."""
+    keyed = [(rng.random() ** (1.0 / _OP_WEIGHTS[op]), op) for op in ops]
+    return [op for _, op in sorted(keyed, reverse=True)]
+
+
+def mutate(src: str, rng: random.Random, ops: tuple[str, ...] = MUTATION_OPS) -> tuple[str, str]:
+    """(mutant source, operator name). Tries the operators in a seeded order; the first that
+    applies and still compiles wins. Last resort: scale the submitted value (``scale_submission``)."""
+    order = _weighted_order(list(ops), rng)
+    for name in order:
+        try:
+            out = _OPS[name](src, rng)
+        except (SyntaxError, ValueError):
+            out = None
+        if out is not None and out != src and compiles(out):
+            return out, name
+    out = re.sub(r"\bsubmit\(round\(", "submit(1.1 * round(", src)
+    if out == src:
+        out = src.replace("submit(", "submit(1.1 * ", 1)
+    return out, "scale_submission"
+
+
+def inject_syntax_error(cell: str) -> str:
+    """Drop the colon of the first compound-statement header; fallback: an unclosed paren."""
+    lines = _lines(cell)
+    for i, line in enumerate(lines):
+        code = line.split("#", 1)[0].rstrip()
+        if re.match(r"\s*(if|for|while|with|def|elif|else|try|except)\b.*:$", code):
+            lines[i] = code[:-1] + "\n"
+            out = "".join(lines)
+            if not compiles(out):
+                return out
+    out = 'print("solving the model"\n' + cell
+    return out
+
+
+def inject_runtime_error(cell: str, defined_before: set[str], rng: random.Random) -> tuple[str, str]:
+    """(cell, "NameError" | "KeyError"): misspell a name the earlier code defined, or look up a
+    result key that does not exist yet."""
+    if rng.random() < 0.5:
+        try:
+            tree = ast.parse(cell)
+        except SyntaxError:
+            tree = None
+        names = [
+            n for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)
+            and n.id in defined_before
+        ] if tree else []
+        if names:
+            first = min(names, key=lambda n: (n.lineno, n.col_offset))
+            return _replace_span(cell, first.lineno, first.col_offset, first.end_col_offset, first.id + "_model"), "NameError"
+    return 'results = {}\nprint("objective so far:", results["objective"])\n' + cell, "KeyError"
+
+
+def defined_names(src: str) -> set[str]:
+    try:
+        tree = ast.parse(src)
+    except SyntaxError:
+        return set()
+    out: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            out.add(node.id)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            out.update((a.asname or a.name).split(".")[0] for a in node.names)
+        elif isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            out.add(node.name)
+    return out
+
+
+def without_submit(src: str) -> str:
+    """The program, printing its result instead of submitting it."""
+    return re.sub(r"\bsubmit\(", 'print("result:", ', src)
+
+
+def submit_statement(src: str) -> str | None:
+    """The last top-level statement that calls submit (e.g. the status if/elif footer)."""
+    try:
+        tree = ast.parse(src)
+    except SyntaxError:
+        return None
+    lines = _lines(src)
+    for node in reversed(tree.body):
+        start, end = _stmt_span(node)
+        seg = "".join(lines[start:end])
+        if re.search(r"\bsubmit\(", seg):
+            return seg
+    return None
+
+
+def generic_program(question: str) -> str:
+    """A plausible small LP for an unknown problem; it runs and submits a (wrong) number."""
+    r = _rng("generic", question_hash(question))
+    a, b = r.randint(2, 9), r.randint(2, 9)
+    c1, c2, cap = r.randint(1, 5), r.randint(1, 5), r.randint(20, 80)
+    return (
+        "import pulp\n"
+        'prob = pulp.LpProblem("model", pulp.LpMaximize)\n'
+        'x = pulp.LpVariable("x", lowBound=0)\n'
+        'y = pulp.LpVariable("y", lowBound=0)\n'
+        f"prob += {a} * x + {b} * y\n"
+        f'prob += {c1} * x + {c2} * y <= {cap}, "capacity"\n'
+        f'prob += x <= {cap // 2}, "limit_x"\n'
+        "prob.solve(pulp.PULP_CBC_CMD(msg=0))\n"
+        "submit(round(pulp.value(prob.objective), 6))\n"
+    )
+
+
+def formulation_for(src: str, complete: bool = True) -> dict[str, Any]:
+    """A formulation (sets, parameters, variables, objective, constraints) read off a program."""
+    try:
+        tree = ast.parse(src)
+    except SyntaxError:
+        tree = ast.Module(body=[], type_ignores=[])
+    lines = _lines(src)
+    params: dict[str, str] = {}
+    sets: list[dict[str, Any]] = []
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            try:
+                val = ast.literal_eval(node.value)
+            except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+                continue
+            name = node.targets[0].id
+            params[name] = type(val).__name__
+            if isinstance(val, (list, tuple, dict)) and val:
+                sets.append({"name": f"I_{name}", "size": len(val), "indexes": name})
+    var_names = re.findall(r"""(?:LpVariable(?:\.dicts)?|addVars?)\(\s*(?:name\s*=\s*)?["']([^"']+)["']""", src)
+    var_names += re.findall(r"""addVar\([^)]*name\s*=\s*["']([^"'{]+)""", src)
+    domain = "integer" if re.search(r"Integer|Binary|vtype\s*=\s*[\"'][IB]|integrality", src) else "continuous"
+    variables = [{"name": v, "domain": domain} for v in dict.fromkeys(var_names)] or [
+        {"name": "x", "domain": domain, "note": "decision vector of the solver call"}
+    ]
+    if re.search(r"LpMaximize|[\"']maximize[\"']|MAXIMIZE|kMaximize|SENSE\s*=\s*-1", src):
+        sense = "maximize"
+    else:
+        sense = "minimize"
+    constraints = []
+    for node in _constraint_nodes(tree):
+        start, end = _stmt_span(node)
+        constraints.append(" ".join("".join(lines[start:end]).split())[:200])
+    if not constraints:
+        constraints = [f"{m} (matrix form)" for m in ("A_ub @ x <= b_ub", "A_eq @ x == b_eq") if m.split()[0] in src]
+    if not constraints:
+        constraints = ["as implemented in the solver program"]
+    form: dict[str, Any] = {
+        "sets": sets,
+        "parameters": params,
+        "variables": variables,
+        "objective": {"sense": sense, "expression": "as implemented in the solver program"},
+        "constraints": constraints,
+    }
+    if not complete:
+        del form["constraints"]
+    return form
+
+
+# -- conversation parsing -------------------------------------------------------------------------
+
+
+@dataclass
+class _Conversation:
+    harness: str
+    step: str
+    question: str | None
+    turn: int
+    actions: list[tuple[int, str, str]] = field(default_factory=list)  # (turn, outcome, purpose)
+
+
+def _parse(messages: list[Message]) -> _Conversation:
+    system = "\n".join(content_text(m) for m in messages if m.get("role") == "system")
+    user = "\n".join(content_text(m) for m in messages if m.get("role") != "system")
+    hm = HARNESS_MARKER.search(system) or HARNESS_MARKER.search(user)
+    sm = STEP_MARKER.search(user)
+    pm = PROBLEM_TAG.search(user)
+    tm = TURN_LINE.search(user)
+    actions = [(int(t), outcome, purpose.strip()) for _, t, outcome, purpose in ACTION_HEAD.findall(user)]
+    return _Conversation(
+        harness=hm.group(1) if hm else "direct",
+        step=sm.group(1) if sm else "act",
+        question=pm.group(1) if pm else None,
+        turn=int(tm.group(1)) if tm else 0,
+        actions=actions,
+    )
+
+
+# -- the model ----------------------------------------------------------------------------------
+
+
+class SimulatedModel:
+    """ChatModel implementation of the simulated policy (see the module docstring)."""
+
+    simulated = True
+
+    def __init__(
+        self,
+        name: str = "simulated",
+        skill: SimSkill | None = None,
+        policy: str = "skill",
+        ttft_s: float = 0.0,
+        tokens_per_s: float = 0.0,
+        report_usage: bool = True,
+        problems: Mapping[str, SimProblem] | None = None,
+    ) -> None:
+        if policy not in POLICIES:
+            raise ValueError(f"SimulatedModel policy {policy!r} unknown; expected one of {list(POLICIES)}")
+        if ttft_s < 0 or tokens_per_s < 0:
+            raise ValueError("SimulatedModel: ttft_s and tokens_per_s must be >= 0")
+        self.name = name
+        self.skill = skill or SimSkill()
+        self.policy = policy
+        self.ttft_s = float(ttft_s)
+        self.tokens_per_s = float(tokens_per_s)
+        self.report_usage = report_usage
+        self._problems = problems
+        self._by_hash: dict[str, str] | None = None
+
+    # config ------------------------------------------------------------------------------
+    CONFIG_KEYS = frozenset({"name", "backend", "policy", "skill", "ttft_s", "tokens_per_s", "report_usage"})
+    IGNORED_KEYS = frozenset({"serving", "engine_kwargs", "deployment", "description"})
+
+    @classmethod
+    def from_config(cls, cfg: Mapping[str, Any]) -> "SimulatedModel":
+        """Build from a model config: ``{name, backend: simulated, policy, skill: {...}, ttft_s,
+        tokens_per_s, report_usage}``. Unknown keys are an error naming them."""
+        cfg = dict(cfg)
+        unknown = sorted(set(cfg) - cls.CONFIG_KEYS - cls.IGNORED_KEYS)
+        if unknown:
+            raise ValueError(f"simulated model config: unknown key(s) {unknown}; allowed {sorted(cls.CONFIG_KEYS)}")
+        skill_cfg = dict(cfg.get("skill") or {})
+        known = {f.name for f in fields(SimSkill)}
+        bad = sorted(set(skill_cfg) - known)
+        if bad:
+            raise ValueError(f"simulated model config: unknown skill key(s) {bad}; allowed {sorted(known)}")
+        if "mutation_ops" in skill_cfg:
+            skill_cfg["mutation_ops"] = tuple(skill_cfg["mutation_ops"])
+        return cls(
+            name=str(cfg.get("name") or "simulated"),
+            skill=SimSkill(**skill_cfg),
+            policy=str(cfg.get("policy", "skill")),
+            ttft_s=float(cfg.get("ttft_s", 0.0)),
+            tokens_per_s=float(cfg.get("tokens_per_s", 0.0)),
+            report_usage=bool(cfg.get("report_usage", True)),
+        )
+
+    # problem lookup ------------------------------------------------------------------------
+    @property
+    def problems(self) -> Mapping[str, SimProblem]:
+        if self._problems is None:
+            self._problems = _sample_catalog()
+        return self._problems
+
+    def identify(self, messages: list[Message]) -> SimProblem | None:
+        """The known problem the messages ask about, else None."""
+        if self._by_hash is None:
+            self._by_hash = {question_hash(p.question): pid for pid, p in self.problems.items()}
+        conv = _parse(messages)
+        if conv.question is not None:
+            pid = self._by_hash.get(question_hash(conv.question))
+            return self.problems[pid] if pid else None
+        text = normalize_question(" ".join(content_text(m) for m in messages if m.get("role") != "system"))
+        for pid, p in self.problems.items():
+            if normalize_question(p.question) in text:
+                return p
+        return None
+
+    # decisions ------------------------------------------------------------------------------
+    def plan(self, problem_id: str, seed: int) -> Plan:
+        """The per-trajectory intent for (problem, seed); public so tests can measure skill rates."""
+        s = self.skill
+        if self.policy == "always_correct" or self.policy == "never_submit":
+            return Plan("correct", "correct", self.policy == "never_submit", False)
+        if self.policy == "always_mutant":
+            return Plan("mutant", "mutant", False, False)
+        r = _rng("plan", seed, problem_id, 0)
+        kinds = s.kind_weights
+        kind = r.choices(list(kinds), weights=list(kinds.values()))[0]
+        denom = s.p_correct + s.p_mutant
+        base = kind if kind in ("correct", "mutant") else (
+            "correct" if denom == 0 or r.random() < s.p_correct / denom else "mutant"
+        )
+        return Plan(kind, base, r.random() < s.p_no_submit, r.random() < s.p_bad_formulation)
+
+    def _program(self, problem: SimProblem, seed: int, which: str) -> str:
+        if which == "mutant":
+            return mutate(problem.reference, _rng("mutant", seed, problem.id), self.skill.mutation_ops)[0]
+        return problem.reference
+
+    def _faulty(self, cell: str, context: str, kind: str, seed: int, pid: str) -> str:
+        if kind == "syntax_error":
+            return inject_syntax_error(cell)
+        return inject_runtime_error(cell, defined_names(context), _rng("fault", seed, pid))[0]
+
+    # ChatModel ----------------------------------------------------------------------------------
+    async def chat(self, messages: list[Message], sampling: Sampling, seed: int) -> Completion:
+        t0 = time.perf_counter()
+        text = self.respond(messages, seed)
+        prompt_tokens = sum(count_tokens(content_text(m)) for m in messages)
+        completion_tokens = count_tokens(text)
+        finish = "stop"
+        if completion_tokens > sampling.max_tokens:
+            text, completion_tokens, finish = text[: sampling.max_tokens * 4], sampling.max_tokens, "length"
+        if self.tokens_per_s > 0 or self.ttft_s > 0:
+            gen = completion_tokens / self.tokens_per_s if self.tokens_per_s > 0 else 0.0
+            await asyncio.sleep(self.ttft_s + gen)
+        usage = Usage(prompt_tokens, completion_tokens, None) if self.report_usage else Usage()
+        return Completion(text, usage, finish, time.perf_counter() - t0, simulated=True)
+
+    def respond(self, messages: list[Message], seed: int) -> str:
+        """The completion text for these messages (pure, deterministic)."""
+        conv = _parse(messages)
+        problem = self.identify(messages)
+        if problem is None:
+            q = conv.question or " ".join(content_text(m) for m in messages)
+            problem = SimProblem("unknown:" + question_hash(q)[:12], q, generic_program(q))
+            plan = Plan("generic", "correct", self.policy == "never_submit", False)
+        else:
+            plan = self.plan(problem.id, seed)
+        if conv.harness == "direct":
+            return self._direct(problem, plan, seed)
+        if conv.harness == "optistate" and conv.step == "formulate":
+            form = formulation_for(problem.reference, complete=not plan.bad_formulation)
+            return _reply(PURPOSE_FORMULATE, formulation=form)
+        return self._act(problem, plan, seed, conv)
+
+    def _direct(self, problem: SimProblem, plan: Plan, seed: int) -> str:
+        base = self._program(problem, seed, plan.base)
+        if plan.kind in ("syntax_error", "runtime_error"):
+            cut = split_program(base)
+            head, tail = cut if cut else ("", base)
+            base = head + self._faulty(tail, head, plan.kind, seed, problem.id)
+        if plan.no_submit:
+            base = without_submit(base)
+        return _reply(PURPOSE_PROGRAM, code=base, lead="Here is the complete program.")
+
+    def _act(self, problem: SimProblem, plan: Plan, seed: int, conv: _Conversation) -> str:
+        """One code cell for OptiCycle / OptiState, chosen from the visible action history."""
+        r = _rng("turn", seed, problem.id, conv.turn)
+        correct = problem.reference
+        base = self._program(problem, seed, plan.base)
+        form = None
+        if conv.harness == "optistate":
+            form = formulation_for(correct)
+        last = conv.actions[-1] if conv.actions else None
+        build_ok = any(p == PURPOSE_BUILD and o == "ok" for _, o, p in conv.actions)
+        n_errors = sum(1 for _, o, _p in conv.actions if o in _NOT_OK)
+
+        def solve_cell(program: str) -> str:
+            # only the solve part when the built objects are this program's; a switched
+            # program (a mutant repaired into the reference) is rerun whole
+            cut = split_program(program)
+            cell = cut[1] if cut and build_ok and program == base else program
+            return without_submit(cell) if plan.no_submit or self.policy == "never_submit" else cell
+
+        def build_or_solve(program: str, purpose_solve: str) -> str:
+            cut = split_program(program)
+            if cut and not build_ok:
+                return _reply(PURPOSE_BUILD, code=cut[0])
+            return _reply(purpose_solve, code=solve_cell(program))
+
+        if last is None or (last[2] == PURPOSE_BUILD and last[1] != "ok"):
+            return build_or_solve(base, PURPOSE_SOLVE)
+        _, outcome, purpose = last
+        if outcome == "refused":
+            return _reply(PURPOSE_FIX_FORMULATION, code=solve_cell(base), formulation=form)
+        if outcome in _NOT_OK:
+            if r.random() >= self.skill.p_repair:
+                return _reply(PURPOSE_REPAIR, code=self._first_attempt(problem, plan, seed, base, build_ok))
+            # a repaired program is the intended one, unless that already failed twice
+            program = correct if n_errors >= 2 or plan.kind == "mutant" else base
+            return build_or_solve(program, PURPOSE_REPAIR)
+        # last action ran fine
+        if purpose == PURPOSE_BUILD:
+            return _reply(PURPOSE_SOLVE, code=self._first_attempt(problem, plan, seed, base, build_ok))
+        if self.policy == "never_submit":
+            return _reply(PURPOSE_INSPECT, code='print("checking the solution once more")\n' + solve_cell(base))
+        stmt = submit_statement(base)
+        if purpose in (PURPOSE_SOLVE, PURPOSE_REPAIR, PURPOSE_FIX_FORMULATION) and stmt:
+            return _reply(PURPOSE_SUBMIT, code=stmt)
+        return _reply(PURPOSE_SOLVE, code=base)
+
+    def _first_attempt(self, problem: SimProblem, plan: Plan, seed: int, base: str, build_ok: bool) -> str:
+        cut = split_program(base)
+        head, cell = (cut if cut and build_ok else ("", base))
+        if plan.kind in ("syntax_error", "runtime_error"):
+            cell = self._faulty(cell, head, plan.kind, seed, problem.id)
+        return without_submit(cell) if plan.no_submit or self.policy == "never_submit" else cell
+
+
+def _reply(purpose: str, code: str | None = None, formulation: dict | None = None, lead: str = "") -> str:
+    parts = [f"Purpose: {purpose}"]
+    if lead:
+        parts.append(lead)
+    if formulation is not None:
+        parts.append("```formulation\n" + json.dumps(formulation, indent=2) + "\n```")
+    if code is not None:
+        parts.append("```python\n" + code.rstrip("\n") + "\n```")
+    return "\n\n".join(parts) + "\n"
+
+
+__all__ = [
+    "SimulatedModel", "SimSkill", "SimProblem", "Plan", "POLICIES", "MUTATION_OPS", "FORMULATION_FIELDS",
+    "mutate", "split_program", "formulation_for", "question_hash", "count_tokens", "generic_program",
+]

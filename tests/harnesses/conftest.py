@@ -1,0 +1,100 @@
+"""Fixtures for the harness tests: the real local sandbox, the sample benchmark, a runner."""
+from __future__ import annotations
+
+import asyncio
+from typing import Any, Callable
+
+import pytest
+
+from evalcore.harnesses import Budgets, HarnessContext, get_harness
+from evalcore.models.base import Sampling
+from evalcore.problems import load_benchmark
+
+
+class CountingExecutor:
+    """Wraps the real executor and counts sessions opened and closed."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.opened = 0
+        self.closed = 0
+
+    async def run(self, code, limits=None):
+        return await self.inner.run(code, limits)
+
+    async def open_session(self):
+        handle = await self.inner.open_session()
+        self.opened += 1
+        outer = self
+
+        class _Handle:
+            async def run_cell(self, code, limits=None):
+                return await handle.run_cell(code, limits)
+
+            async def close(self):
+                outer.closed += 1
+                await handle.close()
+
+        return _Handle()
+
+
+@pytest.fixture(scope="session")
+def sample():
+    """(problems by id, answer key) of the embedded sample benchmark."""
+    specs, key = load_benchmark("sample")
+    return {s.id: s for s in specs}, key
+
+
+@pytest.fixture(scope="session")
+def local_executor():
+    from evalcore.sandbox import LocalExecutor
+
+    ex = LocalExecutor()
+    yield ex
+    close = getattr(ex, "close", None)
+    if close is not None:
+        res = close()
+        if asyncio.iscoroutine(res):
+            asyncio.run(res)
+
+
+@pytest.fixture
+def executor(local_executor):
+    return CountingExecutor(local_executor)
+
+
+@pytest.fixture
+def run_harness(executor) -> Callable[..., Any]:
+    """run_harness(method, problem, model, sample=0, budgets=None) -> Trajectory (sync)."""
+
+    def _run(method, problem, model, sample=0, budgets=None, extraction="submit"):
+        ctx = HarnessContext(
+            model=model, executor=executor, sampling=Sampling(), sample=sample,
+            budgets=budgets or Budgets(), model_name=model.name, method=method, extraction=extraction,
+        )
+        return asyncio.run(get_harness(method).run(problem, ctx))
+
+    return _run
+
+
+@pytest.fixture
+def run_many(executor) -> Callable[..., Any]:
+    """run_many([(method, problem, model, sample), ...], concurrency) -> list[Trajectory]."""
+
+    def _run(items, concurrency=4, budgets=None):
+        async def main():
+            sem = asyncio.Semaphore(concurrency)
+
+            async def one(method, problem, model, sample):
+                async with sem:
+                    ctx = HarnessContext(
+                        model=model, executor=executor, sampling=Sampling(), sample=sample,
+                        budgets=budgets or Budgets(), model_name=model.name, method=method,
+                    )
+                    return await get_harness(method).run(problem, ctx)
+
+            return await asyncio.gather(*(one(*it) for it in items))
+
+        return asyncio.run(main())
+
+    return _run
