@@ -1,0 +1,645 @@
+"""Sweep configuration: `configs/sweep.yaml`, an optional YAML merged over it, then a dotlist.
+
+Why a typed schema: a misspelled key (``samples.defualt=4``) must stop the job with
+the key's path rather than be silently ignored, and a wrong value must fail before
+a cluster is started. The dataclasses below give OmegaConf the types; the YAML files
+give the documented defaults; :func:`_check_values` adds the range and name checks
+OmegaConf cannot express. Every failure is a :class:`ConfigError` naming the key path
+and where the value came from.
+
+Model, method and benchmark configs are separate YAML files under the configs
+directory (``configs/`` beside the package, or ``$OPTEVAL_CONFIGS``), each with its
+own schema; their errors name the file.
+
+No Ray import here: ``plan_only`` runs must not start or import Ray.
+"""
+from __future__ import annotations
+
+import copy
+import difflib
+import os
+import re
+from dataclasses import dataclass, field, fields, is_dataclass
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+import yaml
+from omegaconf import DictConfig, ListConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+from evalcore.records import config_fingerprint
+
+CONFIGS_ENV = "OPTEVAL_CONFIGS"
+GRADING_PROFILES_FALLBACK = ("optagentbench", "orlm", "sirl")
+BACKENDS = ("simulated", "openai", "vllm", "replay")
+EXTRACTIONS = ("submit", "orlm", "stdout")
+# Keys of a model yaml's ``simulated`` section that are not SimSkill fields but
+# SimulatedModel settings (latency and policy).
+SIM_MODEL_KEYS = ("ttft_s", "tokens_per_s", "policy", "report_usage")
+# Top-level sections that never change a trajectory's outcome: they are left out of
+# the fingerprint and of the changed-config check (resuming with more workers is fine).
+NON_OUTCOME_KEYS = ("sweep", "plan_only", "data", "cluster", "serving", "tracking", "progress")
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
+class ConfigError(ValueError):
+    """A bad configuration; the message starts with the key path (and names the file)."""
+
+
+# -- schemas ----------------------------------------------------------------------------
+# Defaults live in the YAML files; the dataclass defaults only mirror them for typing.
+
+
+@dataclass
+class SweepSection:
+    name: str = "demo"
+    output_dir: str = "results"
+    allow_config_change: bool = False
+    commit_batch: int = 32
+    commit_interval_s: float = 5.0
+
+
+@dataclass
+class SamplesSection:
+    default: int = 2
+    per_benchmark: Dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
+class DataSection:
+    dir: Optional[str] = None
+    base_url: Optional[str] = None
+
+
+@dataclass
+class GradingSection:
+    profile: str = "optagentbench"
+
+
+@dataclass
+class SamplingSection:
+    temperature: float = 0.6
+    top_p: float = 0.95
+    top_k: int = 20
+    max_tokens: int = 16384
+    base_seed: int = 42
+
+
+@dataclass
+class BudgetsSection:
+    max_turns: int = 12
+    max_calls: int = 16
+    max_total_tokens: int = 400_000
+    summary_chars: int = 2000
+    summary_actions: int = 6
+
+
+@dataclass
+class LimitsSection:
+    wall_s: float = 60.0
+    cpu_s: float = 60.0
+    memory_mb: int = 4096
+    max_procs: int = 64
+    output_bytes: int = 1_000_000
+    file_mb: int = 64
+
+
+@dataclass
+class ClusterSection:
+    address: Optional[str] = None
+    executors: Optional[int] = None
+    executor_cpus: float = 1.0
+    workers: int = 2
+    worker_concurrency: int = 64
+    max_in_flight_per_model: int = 64
+    retries: int = 2
+    trajectory_timeout_s: float = 3600.0
+
+
+@dataclass
+class ServingSection:
+    http_port: int = 8000
+    ready_timeout_s: float = 900.0
+    prefix_cache_routing: bool = False
+    gpus: Optional[int] = None
+
+
+@dataclass
+class TrackingSection:
+    enabled: bool = True
+    uri: Optional[str] = None
+    experiment: str = "opteval"
+
+
+@dataclass
+class ProgressSection:
+    interval_s: float = 10.0
+
+
+@dataclass
+class SweepConfig:
+    sweep: SweepSection = field(default_factory=SweepSection)
+    plan_only: bool = False
+    models: List[str] = field(default_factory=lambda: ["sim-small"])
+    methods: List[str] = field(default_factory=lambda: ["direct", "opticycle", "optistate"])
+    benchmarks: List[str] = field(default_factory=lambda: ["sample"])
+    samples: SamplesSection = field(default_factory=SamplesSection)
+    limit_problems: Optional[int] = None
+    data: DataSection = field(default_factory=DataSection)
+    grading: GradingSection = field(default_factory=GradingSection)
+    sampling: SamplingSection = field(default_factory=SamplingSection)
+    budgets: BudgetsSection = field(default_factory=BudgetsSection)
+    limits: LimitsSection = field(default_factory=LimitsSection)
+    cluster: ClusterSection = field(default_factory=ClusterSection)
+    serving: ServingSection = field(default_factory=ServingSection)
+    tracking: TrackingSection = field(default_factory=TrackingSection)
+    progress: ProgressSection = field(default_factory=ProgressSection)
+
+
+@dataclass
+class ModelSamplingOverrides:
+    """A model's overrides of the sweep's sampling; None = keep the sweep's value."""
+
+    temperature: Optional[float] = None
+    top_p: Optional[float] = None
+    top_k: Optional[int] = None
+    max_tokens: Optional[int] = None
+    base_seed: Optional[int] = None
+    extra_body: Dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class OpenAISection:
+    base_url: Optional[str] = None
+    model_id: Optional[str] = None
+    api_key_env: str = "OPENAI_API_KEY"
+    timeout_s: float = 600.0
+    max_retries: int = 4
+    backoff_s: Optional[float] = None
+
+
+@dataclass
+class ReplaySection:
+    path: Optional[str] = None  # recorded completions (evalcore.models.replay)
+
+
+@dataclass
+class VllmSection:
+    source: Optional[str] = None
+    engine_kwargs: Dict[str, Any] = field(default_factory=dict)
+    deployment: Dict[str, Any] = field(default_factory=dict)
+    accelerator_type: Optional[str] = None
+    gpus_per_replica: int = 1
+    chat_template_kwargs: Dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class ModelConfig:
+    name: str = ""
+    backend: str = "simulated"
+    family: str = "simulated"
+    size_b: Optional[float] = None
+    # SimSkill fields (evalcore.models.simulated); checked against SimSkill when importable.
+    simulated: Dict[str, Any] = field(default_factory=dict)
+    openai: OpenAISection = field(default_factory=OpenAISection)
+    vllm: VllmSection = field(default_factory=VllmSection)
+    replay: ReplaySection = field(default_factory=ReplaySection)
+    sampling: ModelSamplingOverrides = field(default_factory=ModelSamplingOverrides)
+
+
+@dataclass
+class MethodBudgetOverrides:
+    max_turns: Optional[int] = None
+    max_calls: Optional[int] = None
+    max_total_tokens: Optional[int] = None
+    summary_chars: Optional[int] = None
+    summary_actions: Optional[int] = None
+
+
+@dataclass
+class MethodConfig:
+    name: str = ""
+    harness: str = "direct"
+    extraction: str = "submit"
+    budgets: MethodBudgetOverrides = field(default_factory=MethodBudgetOverrides)
+
+
+@dataclass
+class BenchmarkConfig:
+    slug: str = ""
+    samples: Optional[int] = None  # default per-problem samples for this benchmark
+    grading: Optional[str] = None  # grading profile override
+
+
+# -- locations ---------------------------------------------------------------------------
+
+
+def configs_dir() -> Path:
+    """``$OPTEVAL_CONFIGS`` if set, else ``configs/`` beside the package (the checkout)."""
+    env = os.environ.get(CONFIGS_ENV)
+    if env:
+        return Path(env).expanduser().resolve()
+    return Path(__file__).resolve().parents[1] / "configs"
+
+
+def _known(kind: str) -> list[str]:
+    d = configs_dir() / kind
+    return sorted(p.stem for p in d.glob("*.yaml")) if d.is_dir() else []
+
+
+def _hint(name: str, known: list[str]) -> str:
+    close = difflib.get_close_matches(name, known, n=1)
+    tail = f"; did you mean {close[0]!r}?" if close else ""
+    return f" (known: {', '.join(known) or 'none'}){tail}"
+
+
+# -- OmegaConf plumbing ---------------------------------------------------------------------
+
+
+def _omega_error(exc: OmegaConfBaseException, where: str, node: Any = None) -> ConfigError:
+    """Turn an OmegaConf error into a ConfigError that starts with the key path."""
+    key = getattr(exc, "full_key", None) or getattr(exc, "key", None) or "<config>"
+    msg = str(getattr(exc, "msg", None) or exc).splitlines()[0]
+    if "not in struct" in msg or "Key '" in msg and "not in" in msg:
+        parent = str(key).rsplit(".", 1)[0] if "." in str(key) else ""
+        known = _keys_at(node, parent) if node is not None else []
+        leaf = str(key).rsplit(".", 1)[-1]
+        msg = f"unknown key{_hint(leaf, known) if known else ''}"
+    return ConfigError(f"{key}: {msg} [{where}]")
+
+
+def _keys_at(node: Any, dotted: str) -> list[str]:
+    try:
+        sub = OmegaConf.select(node, dotted) if dotted else node
+        return sorted(str(k) for k in sub.keys()) if isinstance(sub, DictConfig) else []
+    except OmegaConfBaseException:
+        return []
+
+
+def _read_yaml(path: Path) -> Any:
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc.strerror or exc}") from exc
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: invalid YAML: {exc}") from exc
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a mapping at the top level, got {type(data).__name__}")
+    return data
+
+
+def _merge(base: DictConfig, data: Any, where: str) -> DictConfig:
+    try:
+        return OmegaConf.merge(base, data)  # type: ignore[return-value]
+    except OmegaConfBaseException as exc:
+        raise _omega_error(exc, where, base) from exc
+
+
+# -- the sweep config --------------------------------------------------------------------------
+
+
+def load_config(argv: list[str] | None = None) -> DictConfig:
+    """Defaults, then an optional first positional YAML, then ``key=value`` overrides.
+
+    Raises ConfigError naming the key path for unknown keys, bad types and bad values.
+    The result is a typed (struct) DictConfig: assigning an unknown key later fails too.
+    """
+    argv = list(argv or [])
+    cfg = OmegaConf.structured(SweepConfig)
+    cfg = _merge(cfg, _read_yaml(configs_dir() / "sweep.yaml"), str(configs_dir() / "sweep.yaml"))
+    if argv and "=" not in argv[0]:
+        path = _find_file(argv.pop(0))
+        cfg = _merge(cfg, _read_yaml(path), str(path))
+    bad = [a for a in argv if "=" not in a]
+    if bad:
+        raise ConfigError(
+            f"{bad[0]}: expected key=value (only the first argument may be a YAML file)"
+        )
+    try:
+        dot = OmegaConf.from_dotlist(argv)
+    except OmegaConfBaseException as exc:
+        raise _omega_error(exc, "command line") from exc
+    cfg = _merge(cfg, dot, "command line")
+    _check_values(cfg)
+    return cfg
+
+
+def _find_file(arg: str) -> Path:
+    p = Path(arg).expanduser()
+    for cand in (p, configs_dir().parent / p, configs_dir() / p):
+        if cand.is_file():
+            return cand.resolve()
+    raise ConfigError(f"{arg}: no such config file (first positional argument)")
+
+
+def _check(cond: bool, key: str, msg: str) -> None:
+    if not cond:
+        raise ConfigError(f"{key}: {msg}")
+
+
+def _positive(cfg: DictConfig, keys: list[str], *, zero_ok: bool = False, nullable: bool = False) -> None:
+    for key in keys:
+        v = OmegaConf.select(cfg, key)
+        if v is None and nullable:
+            continue
+        ok = v is not None and (v >= 0 if zero_ok else v > 0)
+        _check(ok, key, f"must be {'>= 0' if zero_ok else '> 0'}, got {v!r}")
+
+
+def _check_values(cfg: DictConfig) -> None:
+    """Ranges and names OmegaConf's types cannot express."""
+    _check(bool(_NAME_RE.match(cfg.sweep.name)), "sweep.name",
+           f"{cfg.sweep.name!r} is not a valid sweep name (letters, digits, '.', '_', '-')")
+    _check(bool(cfg.sweep.output_dir), "sweep.output_dir", "must not be empty")
+    _positive(cfg, ["sweep.commit_batch", "sweep.commit_interval_s", "samples.default",
+                    "sampling.max_tokens", "budgets.max_turns", "budgets.max_calls",
+                    "budgets.max_total_tokens", "budgets.summary_chars", "budgets.summary_actions",
+                    "limits.wall_s", "limits.cpu_s", "limits.memory_mb", "limits.max_procs",
+                    "limits.output_bytes", "limits.file_mb", "cluster.executor_cpus",
+                    "cluster.workers", "cluster.worker_concurrency",
+                    "cluster.max_in_flight_per_model", "cluster.trajectory_timeout_s",
+                    "serving.ready_timeout_s", "progress.interval_s"])
+    _positive(cfg, ["limit_problems", "cluster.executors"], nullable=True)
+    _positive(cfg, ["sampling.temperature", "sampling.base_seed", "cluster.retries"], zero_ok=True)
+    _positive(cfg, ["serving.gpus"], zero_ok=True, nullable=True)
+    _check(0 < cfg.sampling.top_p <= 1, "sampling.top_p", f"must be in (0, 1], got {cfg.sampling.top_p}")
+    _check(cfg.sampling.top_k == -1 or cfg.sampling.top_k >= 1, "sampling.top_k",
+           f"must be -1 (off) or >= 1, got {cfg.sampling.top_k}")
+    _check(1 <= cfg.serving.http_port <= 65535, "serving.http_port", f"not a port: {cfg.serving.http_port}")
+    profiles = grading_profiles()
+    _check(cfg.grading.profile in profiles, "grading.profile",
+           f"unknown grading profile {cfg.grading.profile!r}{_hint(cfg.grading.profile, list(profiles))}")
+    for section, kind, exists in (("models", "models", _model_exists), ("methods", "methods", _method_exists),
+                                  ("benchmarks", "benchmarks", benchmark_known)):
+        names = list(cfg[section])
+        _check(len(names) > 0, section, "must name at least one")
+        for i, name in enumerate(names):
+            _check(names.index(name) == i, f"{section}[{i}]", f"{name!r} is listed twice")
+            if not exists(name):
+                raise ConfigError(f"{section}[{i}]: no configs/{kind}/{name}.yaml{_hint(name, _known(kind))}")
+    for slug, n in cfg.samples.per_benchmark.items():
+        _check(benchmark_known(slug), f"samples.per_benchmark.{slug}",
+               f"unknown benchmark{_hint(slug, _known('benchmarks'))}")
+        _check(n is not None and n > 0, f"samples.per_benchmark.{slug}", f"must be > 0, got {n!r}")
+    # Referenced configs must themselves be valid (their errors name their files).
+    for name in cfg.models:
+        model_config(name)
+    for name in cfg.methods:
+        method_config(name)
+    for slug in cfg.benchmarks:
+        benchmark_config(slug)
+
+
+def grading_profiles() -> tuple[str, ...]:
+    try:
+        from evalcore.grading import PROFILES
+    except ImportError:
+        return GRADING_PROFILES_FALLBACK
+    return tuple(PROFILES)
+
+
+def _model_exists(name: str) -> bool:
+    return (configs_dir() / "models" / f"{name}.yaml").is_file()
+
+
+def _method_exists(name: str) -> bool:
+    return (configs_dir() / "methods" / f"{name}.yaml").is_file()
+
+
+def _registry() -> dict[str, Any]:
+    try:
+        from evalcore.problems import REGISTRY
+    except ImportError:
+        return {}
+    return dict(REGISTRY)
+
+
+def benchmark_known(slug: str) -> bool:
+    """A slug with a configs/benchmarks yaml, or one evalcore.problems.REGISTRY knows."""
+    return (configs_dir() / "benchmarks" / f"{slug}.yaml").is_file() or slug in _registry()
+
+
+# -- model / method / benchmark configs ----------------------------------------------------------
+
+
+def _load_entity(kind: str, name: str, schema: type, name_key: str) -> DictConfig:
+    path = configs_dir() / kind / f"{name}.yaml"
+    if not path.is_file():
+        raise ConfigError(f"{name}: no {path}{_hint(name, _known(kind))}")
+    node = _merge(OmegaConf.structured(schema), _read_yaml(path), str(path))
+    given = node[name_key]
+    if given and given != name:
+        raise ConfigError(f"{name_key}: {given!r} differs from the file name {name!r} [{path}]")
+    node[name_key] = name
+    return node
+
+
+_CACHE: dict[tuple[Any, ...], DictConfig] = {}
+
+
+def _cached(kind: str, name: str, build: Any) -> DictConfig:
+    """Validated entity configs are cached per file state and returned read-only:
+    planning asks for them hundreds of times and OmegaConf construction is slow."""
+    path = configs_dir() / kind / f"{name}.yaml"
+    try:
+        st = path.stat()
+        sig: tuple[Any, ...] = (st.st_mtime_ns, st.st_size)
+    except OSError:
+        sig = (None,)
+    key = (kind, name, str(path), *sig)
+    node = _CACHE.get(key)
+    if node is None:
+        node = build(name)
+        OmegaConf.set_readonly(node, True)
+        _CACHE[key] = node
+    return node
+
+
+def model_config(name: str) -> DictConfig:
+    """``configs/models/<name>.yaml``, validated (errors name the file and key); read-only."""
+    return _cached("models", name, _build_model_config)
+
+
+def _build_model_config(name: str) -> DictConfig:
+    node = _load_entity("models", name, ModelConfig, "name")
+    path = configs_dir() / "models" / f"{name}.yaml"
+    _check(node.backend in BACKENDS, f"backend [{path}]",
+           f"unknown backend {node.backend!r}{_hint(node.backend, list(BACKENDS))}")
+    skill_fields = _sim_skill_fields()
+    if skill_fields is not None:
+        allowed = skill_fields | set(SIM_MODEL_KEYS)
+        for key in node.simulated:
+            _check(key in allowed, f"simulated.{key} [{path}]",
+                   f"unknown key{_hint(str(key), sorted(allowed))}")
+    if node.backend == "openai":
+        _check(bool(node.openai.base_url) and bool(node.openai.model_id), f"openai [{path}]",
+               "the openai backend needs openai.base_url and openai.model_id")
+    if node.backend == "replay":
+        _check(bool(node.replay.path), f"replay.path [{path}]", "the replay backend needs replay.path")
+    if node.backend == "vllm":
+        _check(bool(node.vllm.source), f"vllm.source [{path}]", "the vllm backend needs vllm.source")
+    return node
+
+
+def backend_config(name: str) -> dict[str, Any]:
+    """The flat dict ``evalcore.models.make_model`` takes, built from a model yaml.
+
+    simulated: ``{name, backend, skill: {SimSkill fields}, ttft_s, tokens_per_s, ...}``;
+    openai: ``{name, backend, base_url, model_id, ...}`` (unset keys left out). A vllm
+    model is served by the cluster and reached as ``openai`` at its Serve URL, so it
+    has no backend config of its own here.
+    """
+    node = model_config(name)
+    out: dict[str, Any] = {"name": name, "backend": str(node.backend)}
+    if node.backend == "simulated":
+        sim = as_plain(node.simulated)
+        out.update({k: sim.pop(k) for k in SIM_MODEL_KEYS if k in sim})
+        out["skill"] = sim
+    elif node.backend == "openai":
+        out.update({k: v for k, v in as_plain(node.openai).items() if v is not None})
+        extra = as_plain(node.sampling.extra_body)
+        if extra:
+            out["extra_body"] = extra
+    elif node.backend == "replay":
+        out.update({k: v for k, v in as_plain(node.replay).items() if v is not None})
+    return out
+
+
+def _sim_skill_fields() -> set[str] | None:
+    try:
+        from evalcore.models.simulated import SimSkill
+    except ImportError:
+        return None
+    return {f.name for f in fields(SimSkill)} if is_dataclass(SimSkill) else None
+
+
+def method_config(name: str) -> DictConfig:
+    """``configs/methods/<name>.yaml``: harness, extraction profile, budget overrides; read-only."""
+    return _cached("methods", name, _build_method_config)
+
+
+def _build_method_config(name: str) -> DictConfig:
+    node = _load_entity("methods", name, MethodConfig, "name")
+    path = configs_dir() / "methods" / f"{name}.yaml"
+    harness_file = Path(__file__).resolve().parents[1] / "evalcore" / "harnesses" / f"{node.harness}.py"
+    known = ("direct", "opticycle", "optistate")
+    _check(node.harness in known or harness_file.is_file(), f"harness [{path}]",
+           f"unknown harness {node.harness!r}{_hint(node.harness, list(known))}")
+    _check(node.extraction in EXTRACTIONS, f"extraction [{path}]",
+           f"unknown extraction profile {node.extraction!r}{_hint(node.extraction, list(EXTRACTIONS))}")
+    for key, v in node.budgets.items():
+        _check(v is None or v > 0, f"budgets.{key} [{path}]", f"must be > 0, got {v!r}")
+    return node
+
+
+def benchmark_config(slug: str) -> DictConfig:
+    """``configs/benchmarks/<slug>.yaml``; a registry slug without a file gets the defaults
+    (a ``<name>@sirl`` variant inherits ``<name>``'s sample count); read-only."""
+    return _cached("benchmarks", slug, _build_benchmark_config)
+
+
+def _build_benchmark_config(slug: str) -> DictConfig:
+    path = configs_dir() / "benchmarks" / f"{slug}.yaml"
+    if path.is_file():
+        node = _load_entity("benchmarks", slug, BenchmarkConfig, "slug")
+    elif slug in _registry():
+        node = OmegaConf.structured(BenchmarkConfig(slug=slug))
+        base = slug.split("@", 1)[0]
+        if base != slug and (configs_dir() / "benchmarks" / f"{base}.yaml").is_file():
+            node.samples = benchmark_config(base).samples
+    else:
+        raise ConfigError(f"{slug}: no {path}{_hint(slug, _known('benchmarks'))}")
+    _check(node.samples is None or node.samples > 0, f"samples [{path}]", f"must be > 0, got {node.samples!r}")
+    if node.grading is not None:
+        profiles = grading_profiles()
+        _check(node.grading in profiles, f"grading [{path}]",
+               f"unknown grading profile {node.grading!r}{_hint(node.grading, list(profiles))}")
+    return node
+
+
+# -- derived values (what the scheduler and tracking use) ----------------------------------------
+
+
+def samples_for(cfg: DictConfig, slug: str) -> int:
+    """``samples.per_benchmark[slug]``, else the benchmark yaml's ``samples``, else ``samples.default``."""
+    per = cfg.samples.per_benchmark
+    if slug in per:
+        return int(per[slug])
+    own = benchmark_config(slug).samples
+    return int(own) if own is not None else int(cfg.samples.default)
+
+
+def grading_profile_for(cfg: DictConfig, slug: str) -> str:
+    """The benchmark yaml's ``grading`` override, else ``grading.profile``."""
+    return str(benchmark_config(slug).grading or cfg.grading.profile)
+
+
+def effective_sampling(cfg: DictConfig, model: str) -> dict[str, Any]:
+    """The sweep's sampling with the model's overrides applied (extra_body included)."""
+    out: dict[str, Any] = dict(OmegaConf.to_container(cfg.sampling, resolve=True))  # type: ignore[arg-type]
+    over = OmegaConf.to_container(model_config(model).sampling, resolve=True)
+    assert isinstance(over, dict)
+    extra = over.pop("extra_body", {}) or {}
+    out.update({k: v for k, v in over.items() if v is not None})
+    out["extra_body"] = extra
+    return out
+
+
+def effective_budgets(cfg: DictConfig, method: str) -> dict[str, Any]:
+    """The sweep's budgets with the method's overrides applied."""
+    out: dict[str, Any] = dict(OmegaConf.to_container(cfg.budgets, resolve=True))  # type: ignore[arg-type]
+    over = OmegaConf.to_container(method_config(method).budgets, resolve=True)
+    assert isinstance(over, dict)
+    out.update({k: v for k, v in over.items() if v is not None})
+    return out
+
+
+def resolved(cfg: DictConfig) -> dict[str, Any]:
+    """The whole sweep as plain data, with the model/method/benchmark configs it uses."""
+    out = OmegaConf.to_container(cfg, resolve=True)
+    assert isinstance(out, dict)
+    out["model_configs"] = {m: OmegaConf.to_container(model_config(m), resolve=True) for m in cfg.models}
+    out["method_configs"] = {m: OmegaConf.to_container(method_config(m), resolve=True) for m in cfg.methods}
+    out["benchmark_configs"] = {
+        b: OmegaConf.to_container(benchmark_config(b), resolve=True) for b in cfg.benchmarks
+    }
+    return out
+
+
+def outcome_view(resolved_cfg: dict[str, Any]) -> dict[str, Any]:
+    """The parts of a resolved config that decide what runs and how it scores."""
+    return {k: copy.deepcopy(v) for k, v in resolved_cfg.items() if k not in NON_OUTCOME_KEYS}
+
+
+def sweep_fingerprint(cfg: DictConfig | dict[str, Any]) -> str:
+    """Hash of :func:`outcome_view`: not of output_dir, cluster, serving, tracking, progress."""
+    res = cfg if isinstance(cfg, dict) else resolved(cfg)
+    return config_fingerprint(outcome_view(res))
+
+
+def item_fingerprint(cfg: DictConfig, model: str, method: str, benchmark: str) -> str:
+    """Fingerprint of what decides one (model, method, benchmark)'s trajectories' outcomes.
+
+    Keys hash this rather than the whole sweep, so adding a model, a benchmark or
+    samples to a sweep (with ``sweep.allow_config_change=true``) keeps the keys, and
+    hence the committed results, of everything that did not change.
+    """
+    return config_fingerprint({
+        "sampling": effective_sampling(cfg, model),
+        "budgets": effective_budgets(cfg, method),
+        "limits": OmegaConf.to_container(cfg.limits, resolve=True),
+        "grading": grading_profile_for(cfg, benchmark),
+        "model": OmegaConf.to_container(model_config(model), resolve=True),
+        "method": OmegaConf.to_container(method_config(method), resolve=True),
+    })
+
+
+def as_plain(node: Any) -> Any:
+    """DictConfig/ListConfig -> plain containers; anything else unchanged."""
+    if isinstance(node, (DictConfig, ListConfig)):
+        return OmegaConf.to_container(node, resolve=True)
+    return node

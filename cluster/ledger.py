@@ -1,0 +1,581 @@
+"""The results store: a Parquet dataset per sweep, committed atomically, and resume.
+
+Layout under ``<sweep.output_dir>/<sweep.name>/`` (any ``pyarrow.fs`` location: a
+local directory, ``file:///...``, ``s3://bucket/prefix?endpoint_override=...``)::
+
+    manifest.json                         config (resolved), fingerprint, plan summary, history
+    plan.parquet                          every planned key (key, model, method, benchmark, problem_id, sample)
+    trajectories/model=<m>/method=<x>/
+        part-<seq>-<uuid>.parquet         one committed batch (rows: evalcore.records.LEDGER_SCHEMA)
+        compact-<seq>-<uuid>.parquet      many batches merged; footer metadata lists the parts it replaces
+    _tmp/                                 object stores only: uploads before their final move
+
+Why the commit is atomic: a batch is written whole under a temporary name, then
+moved to its final name. On a local or shared POSIX filesystem the temporary file
+is a dotfile in the same directory and the move is a ``rename``, which is atomic.
+On object stores (``s3``, ``gcs``) a move is copy + delete; the upload goes to
+``_tmp/`` and the final object appears whole when the server-side copy completes
+(an object PUT/copy is all-or-nothing). Readers ignore every path component that
+starts with ``.`` or ``_``, so a crash at any point never leaves a partial file
+visible: at worst a stray temporary, removed when the ledger is next opened for
+writing. (Process crashes are covered; surviving power loss would also need an
+fsync, which pyarrow's filesystems do not expose.)
+
+Why compaction: a paper-scale sweep commits ~18,000 small batches, and opening one
+file costs about as much as reading thousands of keys. When a partition has
+``compact_every`` parts, they are merged into one ``compact-`` file whose footer
+names the parts it replaces; the parts are deleted afterwards. A crash between
+the two leaves both, and the loader drops the replaced parts (and deletes them when
+writable), so no key is ever seen twice. Any other duplicate is a real error
+naming both files.
+
+One driver writes a sweep at a time. No Ray import here.
+"""
+from __future__ import annotations
+
+import dataclasses
+import datetime as _dt
+import hashlib
+import json
+import math
+import os
+import re
+import uuid
+from collections import defaultdict
+from typing import Any, Iterable, Sequence
+
+import pyarrow as pa
+import pyarrow.dataset as ds
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+
+from evalcore.records import LEDGER_SCHEMA, STATUS_ERROR, Trajectory
+
+MANIFEST = "manifest.json"
+PLAN_FILE = "plan.parquet"
+TRAJ_DIR = "trajectories"
+TMP_DIR = "_tmp"
+REPLACES_META = b"opteval.replaces"
+OBJECT_STORES = ("s3", "gcs")
+PLAN_SCHEMA = pa.schema([
+    ("key", pa.string()), ("model", pa.string()), ("method", pa.string()),
+    ("benchmark", pa.string()), ("problem_id", pa.string()), ("sample", pa.int32()),
+])
+_REQUIRED = [f.name for f in LEDGER_SCHEMA if not f.nullable]
+_COLUMNS = set(LEDGER_SCHEMA.names)
+_FILE_RE = re.compile(r"^(part|compact)-(\d+)-[0-9a-f]+\.parquet$")
+
+
+class LedgerError(RuntimeError):
+    """The ledger cannot be used as asked; the message names the file."""
+
+
+class DuplicateKeyError(LedgerError):
+    """A trajectory key would be (or was) committed twice."""
+
+
+class ConfigChangedError(LedgerError):
+    """The sweep exists with a different configuration; the message lists the changes."""
+
+
+# -- filesystems ------------------------------------------------------------------------------
+
+
+def open_filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
+    """``(filesystem, path)`` for a local path, ``file://`` or object-store URI.
+
+    A plain path is made absolute (pyarrow wants absolute local paths). S3 options go
+    in the URI's query (``?endpoint_override=host:port&scheme=http``) or the usual
+    AWS environment variables.
+    """
+    if "://" in uri:
+        fs, path = pafs.FileSystem.from_uri(uri)
+        return fs, path.rstrip("/")
+    return pafs.LocalFileSystem(), os.path.abspath(os.path.expanduser(uri))
+
+
+def _is_hidden(rel: str) -> bool:
+    return any(part.startswith((".", "_")) for part in rel.split("/"))
+
+
+def _now() -> _dt.datetime:
+    return _dt.datetime.now(_dt.timezone.utc)
+
+
+# -- config diffs -------------------------------------------------------------------------------
+
+
+def _flatten(obj: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(obj, dict):
+        out: dict[str, Any] = {}
+        for k, v in obj.items():
+            path = f"{prefix}.{k}" if prefix else str(k)
+            if isinstance(v, dict) and v:
+                out.update(_flatten(v, path))
+            else:
+                out[path] = v
+        return out
+    return {prefix: obj}
+
+
+_ABSENT = "<absent>"
+
+
+def config_diff(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    """``["sampling.temperature: 0.6 -> 0.7", ...]`` over dotted paths (lists compared whole)."""
+    a, b = _flatten(old), _flatten(new)
+    lines = []
+    for path in sorted(set(a) | set(b)):
+        va, vb = a.get(path, _ABSENT), b.get(path, _ABSENT)
+        if va != vb:
+            lines.append(f"{path}: {_show(va)} -> {_show(vb)}")
+    return lines
+
+
+def _show(v: Any) -> str:
+    if v is _ABSENT:
+        return _ABSENT
+    return json.dumps(v, default=str) if not isinstance(v, str) else v
+
+
+# -- rows ----------------------------------------------------------------------------------------
+
+
+def _json(obj: Any) -> str:
+    return json.dumps(obj, default=str, separators=(",", ":"))
+
+
+def _submission_text(raw: Any) -> str | None:
+    if raw is None:
+        return None
+    if isinstance(raw, str):
+        return raw
+    if isinstance(raw, bool):
+        return str(raw)
+    if isinstance(raw, (int, float)):
+        return repr(raw)
+    return _json(raw)[:2000]
+
+
+def trajectory_row(
+    traj: Trajectory,
+    *,
+    key: str,
+    correct: bool,
+    profile: str,
+    fingerprint: str,
+    sweep: str,
+    parsed: Any = None,
+    error: str | None = None,
+    attempts: int = 1,
+) -> dict[str, Any]:
+    """One ledger row (``LEDGER_SCHEMA``) for a graded trajectory.
+
+    ``parsed`` is ``evalcore.grading.parse_submission(raw)``: a float, ``"infeasible"``,
+    ``"unbounded"`` or None. Token counts a server did not report stay null.
+    """
+    raw = traj.submission.raw if traj.submission is not None else None
+    value = float(parsed) if isinstance(parsed, (int, float)) and not isinstance(parsed, bool) else None
+    if value is not None and not math.isfinite(value):
+        value = None
+    execs = traj.execs
+    return {
+        "key": key,
+        "sweep": sweep,
+        "model": traj.model,
+        "method": traj.method,
+        "benchmark": traj.benchmark,
+        "problem_id": traj.problem_id,
+        "sample": int(traj.sample),
+        "seed": int(traj.seed),
+        "status": traj.status,
+        "submission": _submission_text(raw),
+        "submission_value": value,
+        "submission_status": parsed if isinstance(parsed, str) else None,
+        "extraction": traj.submission.extraction if traj.submission is not None else None,
+        "correct": bool(correct),
+        "grading_profile": profile,
+        "prompt_tokens": traj.prompt_tokens,
+        "completion_tokens": traj.completion_tokens,
+        "cached_prompt_tokens": traj.cached_prompt_tokens,
+        "n_calls": len(traj.calls),
+        "n_execs": len(execs),
+        "exec_ok": sum(1 for e in execs if e.outcome == "ok"),
+        "first_exec_outcome": execs[0].outcome if execs else None,
+        "wall_s": float(traj.wall_s),
+        "simulated": bool(traj.simulated),
+        "error": error if error is not None else (traj.errors[-1] if traj.errors else None),
+        "attempts": int(attempts),
+        "fingerprint": fingerprint,
+        "committed_at": None,
+        "calls": _json([dataclasses.asdict(c) for c in traj.calls]),
+        "execs": _json([dataclasses.asdict(e) for e in execs]),
+        "transcript": _json(traj.transcript),
+        "budgets": _json(traj.budgets),
+    }
+
+
+def error_row(
+    item: Any,
+    reason: str,
+    attempts: int,
+    *,
+    sweep: str,
+    seed: int | None = None,
+    simulated: bool = False,
+    profile: str | None = None,
+    fingerprint: str | None = None,
+) -> dict[str, Any]:
+    """The row for a trajectory whose infrastructure failed past its retries.
+
+    ``item`` is a ``cluster.plan.PlanItem``. Status ``error``, never correct, tokens
+    null: it stays in the denominator and is listed, never dropped.
+    """
+    row: dict[str, Any] = {name: None for name in LEDGER_SCHEMA.names}
+    row.update(
+        key=item.key, sweep=sweep, model=item.model, method=item.method, benchmark=item.benchmark,
+        problem_id=item.problem_id, sample=int(item.sample), seed=seed, status=STATUS_ERROR,
+        correct=False, grading_profile=profile, n_calls=0, n_execs=0, exec_ok=0,
+        simulated=bool(simulated), error=reason, attempts=int(attempts),
+        fingerprint=fingerprint if fingerprint is not None else getattr(item, "fingerprint", None),
+        calls="[]", execs="[]", transcript="[]", budgets="{}",
+    )
+    return row
+
+
+# -- the ledger ------------------------------------------------------------------------------------
+
+
+class Ledger:
+    """One sweep's Parquet dataset. Construct with :meth:`open`."""
+
+    def __init__(self, fs: pafs.FileSystem, root: str, uri: str, *, read_only: bool, compact_every: int):
+        self.fs = fs
+        self.root = root  # the sweep directory, as a path in ``fs``
+        self.uri = uri  # the same, as the user would type it
+        self.read_only = read_only
+        self.compact_every = compact_every
+        self.object_store = fs.type_name in OBJECT_STORES
+        self._keys: set[str] | None = None
+        self._seq = 0
+        self._small: dict[str, list[str]] = defaultdict(list)  # partition dir -> part files
+        self._manifest: dict[str, Any] | None = None
+
+    # ---- opening ----
+    @classmethod
+    def open(
+        cls,
+        uri: str,
+        sweep_name: str,
+        resolved_config: dict[str, Any],
+        fingerprint: str,
+        allow_config_change: bool = False,
+        *,
+        read_only: bool = False,
+        compact_every: int = 64,
+    ) -> "Ledger":
+        """Open (or create) ``<uri>/<sweep_name>`` for this config.
+
+        A sweep that exists with another fingerprint is refused with a
+        :class:`ConfigChangedError` listing what changed (dotted paths over the
+        outcome-relevant config), unless ``allow_config_change``. ``read_only``
+        (``plan_only``) checks and reads but writes nothing.
+        """
+        from cluster.config import outcome_view  # the same view the fingerprint hashes
+
+        fs, base = open_filesystem(uri)
+        root = f"{base}/{sweep_name}"
+        led = cls(fs, root, f"{uri.rstrip('/')}/{sweep_name}", read_only=read_only, compact_every=compact_every)
+        old = led.manifest()
+        changes: list[str] = []
+        if old is not None and old.get("fingerprint") != fingerprint:
+            changes = config_diff(outcome_view(old.get("config") or {}), outcome_view(resolved_config))
+            if not changes:
+                changes = [f"fingerprint: {old.get('fingerprint')} -> {fingerprint}"]
+            if not allow_config_change:
+                shown = changes[:25] + ([f"... and {len(changes) - 25} more"] if len(changes) > 25 else [])
+                raise ConfigChangedError(
+                    f"sweep {sweep_name!r} at {led.uri} was run with a different configuration:\n  "
+                    + "\n  ".join(shown)
+                    + "\nUse another sweep.name, or sweep.allow_config_change=true to continue it "
+                    "(trajectories whose settings changed get new keys and run again)."
+                )
+        if not read_only:
+            fs.create_dir(root, recursive=True)
+            led._write_manifest(old, resolved_config, fingerprint, changes, sweep_name)
+            led._clean_tmp()
+        led._load()
+        return led
+
+    @classmethod
+    def open_existing(cls, uri: str, sweep_name: str) -> "Ledger":
+        """Read-only access to an existing sweep (reports), without a config check."""
+        fs, base = open_filesystem(uri)
+        led = cls(fs, f"{base}/{sweep_name}", f"{uri.rstrip('/')}/{sweep_name}", read_only=True, compact_every=64)
+        if led.manifest() is None:
+            raise LedgerError(f"no sweep {sweep_name!r} at {led.uri} (no {MANIFEST})")
+        led._load()
+        return led
+
+    def _write_manifest(self, old: dict[str, Any] | None, config: dict[str, Any], fingerprint: str,
+                        changes: list[str], sweep_name: str) -> None:
+        now = _now().isoformat()
+        man = dict(old or {"format": 1, "sweep": sweep_name, "created_at": now, "history": []})
+        if old is None or changes:
+            man["history"] = list(man.get("history", [])) + [
+                {"at": now, "fingerprint": fingerprint, "changes": changes}
+            ]
+        man.update(fingerprint=fingerprint, config=config, updated_at=now, opteval_version=_version())
+        self._put_json(MANIFEST, man)
+
+    def manifest(self) -> dict[str, Any] | None:
+        """The manifest, or None when the sweep has none yet."""
+        path = f"{self.root}/{MANIFEST}"
+        try:
+            with self.fs.open_input_stream(path) as f:
+                data = f.read()
+        except (FileNotFoundError, OSError) as exc:
+            if self.fs.get_file_info(path).type == pafs.FileType.NotFound:
+                return None
+            raise LedgerError(f"cannot read {self.uri}/{MANIFEST}: {exc}") from exc
+        try:
+            self._manifest = json.loads(data)
+        except json.JSONDecodeError as exc:
+            raise LedgerError(f"{self.uri}/{MANIFEST}: not valid JSON ({exc})") from exc
+        return self._manifest
+
+    # ---- plan ----
+    def record_plan(self, plan: Sequence[Any]) -> dict[str, Any]:
+        """Store the plan (``plan.parquet``) and its summary in the manifest; returns the summary."""
+        self._writable()
+        cols = {name: [getattr(p, name) for p in plan] for name in PLAN_SCHEMA.names}
+        table = pa.table(cols, schema=PLAN_SCHEMA)
+        keys = table.column("key").to_pylist()
+        counts: dict[str, int] = defaultdict(int)
+        for p in plan:
+            counts[f"{p.model}/{p.method}/{p.benchmark}"] += 1
+        summary = {
+            "total": len(keys),
+            "keys_sha256": hashlib.sha256("\n".join(sorted(keys)).encode()).hexdigest(),
+            "counts": dict(counts),
+            "recorded_at": _now().isoformat(),
+        }
+        self._atomic_write_table(table, f"{self.root}/{PLAN_FILE}")
+        man = self.manifest() or {}
+        man["plan"] = summary
+        self._put_json(MANIFEST, man)
+        return summary
+
+    def read_plan(self) -> pa.Table | None:
+        """``plan.parquet`` as written by :meth:`record_plan`, or None."""
+        path = f"{self.root}/{PLAN_FILE}"
+        if self.fs.get_file_info(path).type == pafs.FileType.NotFound:
+            return None
+        return pq.read_table(path, filesystem=self.fs)
+
+    # ---- reading ----
+    def _list(self) -> list[str]:
+        sel = pafs.FileSelector(f"{self.root}/{TRAJ_DIR}", recursive=True, allow_not_found=True)
+        base = len(self.root) + len(TRAJ_DIR) + 2
+        out = []
+        for info in self.fs.get_file_info(sel):
+            if info.type != pafs.FileType.File or not info.path.endswith(".parquet"):
+                continue
+            if _is_hidden(info.path[base:]):
+                continue
+            out.append(info.path)
+        return sorted(out)
+
+    def files(self) -> list[str]:
+        """Visible, live data files (replaced parts dropped)."""
+        files = self._list()
+        replaced = self._replaced(files)
+        return [f for f in files if f not in replaced]
+
+    def _replaced(self, files: list[str]) -> set[str]:
+        """Parts a compaction already merged: every ``part-`` in a directory with a lower
+        sequence number than that directory's newest ``compact-`` file (a compaction
+        merges all live parts of its directory, and later parts get higher numbers).
+        Decided from names alone, so a resume reads no extra footers; the compacted
+        file's footer (``opteval.replaces``) lists the same names for audit."""
+        newest: dict[str, int] = {}
+        parsed = []
+        for f in files:
+            d, name = f.rsplit("/", 1)
+            m = _FILE_RE.match(name)
+            if m:
+                parsed.append((f, d, m.group(1), int(m.group(2))))
+                if m.group(1) == "compact":
+                    newest[d] = max(newest.get(d, -1), int(m.group(2)))
+        return {f for f, d, kind, seq in parsed if kind == "part" and seq < newest.get(d, -1)}
+
+    def _load(self) -> None:
+        files = self._list()
+        replaced = self._replaced(files)
+        if replaced and not self.read_only:
+            for f in replaced:  # a compaction that crashed before deleting its inputs
+                self._delete(f)
+        live = [f for f in files if f not in replaced]
+        self._keys = self._read_keys(live)
+        for f in live:
+            m = _FILE_RE.match(f.rsplit("/", 1)[-1])
+            if m:
+                self._seq = max(self._seq, int(m.group(2)))
+                if m.group(1) == "part":
+                    self._small[f.rsplit("/", 1)[0]].append(f)
+
+    def _read_keys(self, files: list[str]) -> set[str]:
+        if not files:
+            return set()
+        dataset = ds.dataset(files, format="parquet", filesystem=self.fs)
+        per_file: list[tuple[str, list[str]]] = []
+        for batch in dataset.scanner(columns=["key"]).scan_batches():
+            per_file.append((batch.fragment.path, batch.record_batch.column(0).to_pylist()))
+        keys: set[str] = set()
+        total = 0
+        for _, ks in per_file:
+            keys.update(ks)
+            total += len(ks)
+        if total != len(keys):
+            seen: dict[str, str] = {}
+            for path, ks in sorted(per_file):
+                for k in ks:
+                    if k in seen:
+                        where = "twice in " + path if seen[k] == path else f"in {seen[k]} and in {path}"
+                        raise DuplicateKeyError(f"ledger {self.uri}: key {k!r} is committed {where}")
+                    seen[k] = path
+        return keys
+
+    def committed_keys(self) -> set[str]:
+        """Keys committed on disk (at open) or by this process since. A copy."""
+        assert self._keys is not None
+        return set(self._keys)
+
+    def is_committed(self, key: str) -> bool:
+        assert self._keys is not None
+        return key in self._keys
+
+    def read_table(self, columns: list[str] | None = None) -> pa.Table:
+        """All committed rows; schemas unified with ``LEDGER_SCHEMA`` (its columns first)."""
+        files = self.files()
+        if not files:
+            return LEDGER_SCHEMA.empty_table() if columns is None else LEDGER_SCHEMA.empty_table().select(columns)
+        factory = ds.FileSystemDatasetFactory(self.fs, files, ds.ParquetFileFormat())
+        schema = pa.unify_schemas([LEDGER_SCHEMA, factory.inspect(fragments=None)], promote_options="permissive")
+        return ds.dataset(files, schema=schema, format="parquet", filesystem=self.fs).to_table(columns=columns)
+
+    # ---- writing ----
+    def _writable(self) -> None:
+        if self.read_only:
+            raise LedgerError(f"ledger {self.uri} was opened read-only")
+
+    def commit(self, rows: list[dict[str, Any]]) -> list[str]:
+        """Write ``rows`` atomically (one file per model x method). Returns the paths.
+
+        Raises DuplicateKeyError, before writing anything, when a key is already
+        committed or appears twice in ``rows``.
+        """
+        self._writable()
+        assert self._keys is not None
+        if not rows:
+            return []
+        seen: set[str] = set()
+        now = _now()
+        groups: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+        for i, row in enumerate(rows):
+            extra = set(row) - _COLUMNS
+            if extra:
+                raise LedgerError(f"rows[{i}]: unknown column(s) {sorted(extra)}")
+            missing = [c for c in _REQUIRED if row.get(c) is None]
+            if missing:
+                raise LedgerError(f"rows[{i}] (key {row.get('key')!r}): required column(s) {missing} missing")
+            key = row["key"]
+            if key in self._keys:
+                raise DuplicateKeyError(f"ledger {self.uri}: key {key!r} is already committed")
+            if key in seen:
+                raise DuplicateKeyError(f"key {key!r} appears twice in one commit")
+            seen.add(key)
+            if row.get("committed_at") is None:
+                row = {**row, "committed_at": now}
+            groups[(row["model"], row["method"])].append(row)
+        written = []
+        for (model, method), group in groups.items():
+            table = pa.Table.from_pylist(group, schema=LEDGER_SCHEMA)
+            d = self._partition(model, method)
+            self._seq += 1
+            path = f"{d}/part-{self._seq:08d}-{uuid.uuid4().hex}.parquet"
+            self._atomic_write_table(table, path)
+            self._keys.update(r["key"] for r in group)
+            self._small[d].append(path)
+            written.append(path)
+            if len(self._small[d]) >= self.compact_every:
+                self._compact_dir(d)
+        return written
+
+    def _partition(self, model: str, method: str) -> str:
+        return f"{self.root}/{TRAJ_DIR}/model={model}/method={method}"
+
+    def compact(self, min_files: int = 2) -> int:
+        """Merge each partition's small parts (at least ``min_files``); returns files merged."""
+        self._writable()
+        n = 0
+        for d, parts in list(self._small.items()):
+            if len(parts) >= min_files:
+                n += len(parts)
+                self._compact_dir(d)
+        return n
+
+    def _compact_dir(self, d: str) -> None:
+        parts = sorted(self._small[d])
+        table = ds.dataset(parts, schema=LEDGER_SCHEMA, format="parquet", filesystem=self.fs).to_table()
+        meta = {REPLACES_META: json.dumps([p.rsplit("/", 1)[-1] for p in parts]).encode()}
+        self._seq += 1
+        path = f"{d}/compact-{self._seq:08d}-{uuid.uuid4().hex}.parquet"
+        self._atomic_write_table(table.replace_schema_metadata(meta), path)
+        for p in parts:
+            self._delete(p)
+        self._small[d] = []
+
+    def _delete(self, path: str) -> None:
+        self.fs.delete_file(path)
+
+    def _tmp_path(self, final: str) -> str:
+        if self.object_store:
+            return f"{self.root}/{TMP_DIR}/{uuid.uuid4().hex}.tmp"
+        d, name = final.rsplit("/", 1)
+        return f"{d}/.{name}.{uuid.uuid4().hex[:8]}.tmp"
+
+    def _atomic_write_table(self, table: pa.Table, final: str) -> None:
+        self.fs.create_dir(final.rsplit("/", 1)[0], recursive=True)
+        tmp = self._tmp_path(final)
+        self.fs.create_dir(tmp.rsplit("/", 1)[0], recursive=True)
+        pq.write_table(table, tmp, filesystem=self.fs, compression="zstd")
+        self._publish(tmp, final)
+
+    def _put_json(self, name: str, obj: Any) -> None:
+        final = f"{self.root}/{name}"
+        tmp = self._tmp_path(final)
+        self.fs.create_dir(tmp.rsplit("/", 1)[0], recursive=True)
+        with self.fs.open_output_stream(tmp) as f:
+            f.write(json.dumps(obj, indent=1, default=str).encode())
+        self._publish(tmp, final)
+
+    def _publish(self, tmp: str, final: str) -> None:
+        """The atomic step (a rename locally; a server-side copy on object stores)."""
+        self.fs.move(tmp, final)
+
+    def _clean_tmp(self) -> None:
+        """Drop temporaries a crashed writer left (only one driver writes a sweep)."""
+        sel = pafs.FileSelector(self.root, recursive=True, allow_not_found=True)
+        for info in self.fs.get_file_info(sel):
+            if info.type == pafs.FileType.File and info.path.endswith(".tmp"):
+                self.fs.delete_file(info.path)
+
+
+def _version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("opteval")
+    except Exception:  # not installed: running from the checkout
+        return "0.1.0+checkout"

@@ -1,0 +1,392 @@
+"""MLflow: one parent run per sweep, one child run per model x method, metrics from the ledger.
+
+The ledger is the truth; MLflow is a view of it. Every MLflow call here is guarded:
+if the tracking server is unreachable the sweep goes on, warns once with the command
+that re-logs everything later (``python jobs/report.py sweep.name=... --sync-mlflow``),
+and stops trying after repeated failures.
+
+Names are chosen for MLflow's run-comparison view: child runs are named
+``<model>/<method>`` and carry the tags ``model`` and ``method``; metrics are
+``acc/<bench>``, ``tokens/<bench>``, ``exec_rate/<bench>``, ``planned/<bench>``,
+``missing/<bench>``, ``acc/macro``, ``tokens/macro`` (accuracies are fractions 0..1),
+so the children line up column by column. Runs are found again by tags
+(``opteval.sweep``, ``opteval.role``), so a resumed sweep or a later sync reuses them;
+final metrics are logged at step 0 with a timestamp derived from the ledger, so
+re-logging an unchanged ledger adds nothing (MLflow drops identical metric rows).
+
+No Ray import here. MLflow is imported lazily (it is slow to import).
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import logging
+import os
+import subprocess
+import tempfile
+import time
+import warnings
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from cluster.ledger import Ledger, open_filesystem
+
+log = logging.getLogger("opteval.tracking")
+
+MAX_METRICS_PER_BATCH = 1000  # mlflow.utils.validation.MAX_METRICS_PER_BATCH
+MAX_PARAMS_PER_BATCH = 100  # MAX_PARAMS_TAGS_PER_BATCH
+MAX_PARAM_CHARS = 6000  # MAX_PARAM_VAL_LENGTH
+SWEEP_TAG = "opteval.sweep"
+ROLE_TAG = "opteval.role"
+MAX_FAILURES = 3
+SUMMARY_COLUMNS = ["key", "model", "method", "benchmark", "status", "correct", "prompt_tokens",
+                   "completion_tokens", "exec_ok", "submission_value", "submission_status",
+                   "simulated", "committed_at"]
+
+
+class TrackingWarning(UserWarning):
+    """MLflow could not be reached or refused a call; the sweep continues."""
+
+
+# -- locations ---------------------------------------------------------------------------------
+
+
+def tracking_uri(tracking_cfg_uri: str | None, output_dir: str) -> str:
+    """Config value, else ``MLFLOW_TRACKING_URI``, else ``sqlite:///<output_dir>/mlflow.db``
+    (absolute). An object-store output_dir cannot hold SQLite: then ``./mlflow.db``."""
+    if tracking_cfg_uri:
+        return str(tracking_cfg_uri)
+    env = os.environ.get("MLFLOW_TRACKING_URI")
+    if env:
+        return env
+    fs, path = open_filesystem(output_dir)
+    if fs.type_name != "local":
+        path = os.path.abspath(".")
+        warnings.warn(f"sweep.output_dir {output_dir} is not local: MLflow store at {path}/mlflow.db "
+                      "(set tracking.uri to a tracking server on a cluster)", TrackingWarning, stacklevel=2)
+    os.makedirs(path, exist_ok=True)
+    return f"sqlite:///{path}/mlflow.db"
+
+
+def ui_command(uri: str) -> str:
+    """The command that opens the MLflow UI on this store."""
+    if uri.startswith("sqlite:"):
+        return f"mlflow ui --backend-store-uri {uri}"
+    return f"open {uri} in a browser"
+
+
+def sync_command(sweep: str, output_dir: str) -> str:
+    return f"python jobs/report.py sweep.name={sweep} sweep.output_dir={output_dir} --sync-mlflow"
+
+
+def git_revision() -> str | None:
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).resolve().parent,
+                             capture_output=True, text=True, timeout=5)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() or None if out.returncode == 0 else None
+
+
+# -- metrics from the ledger ------------------------------------------------------------------------
+
+
+def planned_counts_from(plan: pa.Table) -> dict[tuple[str, str, str], int]:
+    """(model, method, benchmark) -> planned trajectories, from ``plan.parquet``."""
+    grouped = plan.group_by(["model", "method", "benchmark"]).aggregate([("key", "count")])
+    return {(m, x, b): int(n) for m, x, b, n in zip(*(grouped.column(c).to_pylist() for c in
+                                                      ("model", "method", "benchmark", "key_count")))}
+
+
+def summarize_ledger(table: pa.Table, plan: pa.Table) -> Any:
+    """``evalcore.metrics.summarize`` over the rows whose keys are planned, per
+    (model, method, benchmark), with the plan's counts as denominators."""
+    from evalcore.metrics import summarize
+
+    cols = [c for c in SUMMARY_COLUMNS if c in table.column_names]
+    rows = table.select(cols).filter(pc.is_in(table.column("key"), value_set=plan.column("key")))
+    return summarize(rows, planned=planned_counts_from(plan))
+
+
+def run_metrics(summary: Any, model: str, method: str) -> dict[str, float]:
+    """The child run's metrics for one model x method from a :func:`summarize_ledger` frame."""
+    g = summary[(summary["model"] == model) & (summary["method"] == method)]
+    out: dict[str, float] = {}
+    accs, toks = {}, {}
+    for r in g.to_dict("records"):
+        b = r["benchmark"]
+        out[f"planned/{b}"] = float(r["planned"])
+        out[f"missing/{b}"] = float(r["missing"])
+        if r.get("avg") is not None:
+            out[f"acc/{b}"] = accs[b] = float(r["avg"])
+        if r.get("exec_rate") is not None:
+            out[f"exec_rate/{b}"] = float(r["exec_rate"])
+        tm = r.get("tokens_mean")
+        if tm is not None and tm == tm:
+            out[f"tokens/{b}"] = toks[b] = float(tm)
+    if accs and len(accs) == len(g):
+        out["acc/macro"] = sum(accs.values()) / len(accs)
+    if toks and len(toks) == len(g):
+        out["tokens/macro"] = sum(toks.values()) / len(toks)
+    return out
+
+
+def results_markdown(summary: Any, title: str = "") -> str:
+    """Accuracy (%, avg@k with Wilson CI) per model x method x benchmark, macro, tokens, missing."""
+    simulated = "simulated" in summary.columns and bool(summary["simulated"].fillna(False).any())
+    lines = [f"# {title}" if title else "# Results", ""]
+    if simulated:
+        lines += ["**SIMULATED**: produced by the simulated policy; not a model's accuracy.", ""]
+    lines += ["| model | method | benchmark | acc % | 95% CI | planned | missing | errors | tokens | exec rate |",
+              "|---|---|---|---:|---|---:|---:|---:|---:|---:|"]
+
+    def pct(v: Any) -> str:
+        return "-" if v is None or v != v else f"{100 * v:.1f}"
+
+    for r in summary.to_dict("records"):
+        tm = r.get("tokens_mean")
+        lines.append(
+            f"| {r['model']} | {r['method']} | {r['benchmark']} | {pct(r.get('avg'))} | "
+            f"{pct(r.get('ci_low'))}-{pct(r.get('ci_high'))} | {r['planned']} | {r['missing']} | "
+            f"{r.get('errors', 0)} | {'-' if tm is None or tm != tm else f'{tm:.0f}'} | {pct(r.get('exec_rate'))} |")
+    lines += ["", "| model | method | macro acc % | tokens macro | planned | missing |", "|---|---|---:|---:|---:|---:|"]
+    for (m, x), _ in summary.groupby(["model", "method"], sort=False):
+        met = run_metrics(summary, m, x)
+        g = summary[(summary["model"] == m) & (summary["method"] == x)]
+        tmac = met.get("tokens/macro")
+        lines.append(f"| {m} | {x} | {pct(met.get('acc/macro'))} | {'-' if tmac is None else f'{tmac:.0f}'} | "
+                     f"{int(g['planned'].sum())} | {int(g['missing'].sum())} |")
+    return "\n".join(lines) + "\n"
+
+
+def run_params(resolved: Mapping[str, Any], model: str, method: str, fingerprint: str) -> dict[str, str]:
+    """Params of a child run, from the resolved sweep config (as stored in the manifest)."""
+    sampling = dict(resolved.get("sampling", {}))
+    msamp = dict(resolved.get("model_configs", {}).get(model, {}).get("sampling", {}) or {})
+    extra = msamp.pop("extra_body", None)
+    sampling.update({k: v for k, v in msamp.items() if v is not None})
+    budgets = dict(resolved.get("budgets", {}))
+    mb = resolved.get("method_configs", {}).get(method, {}).get("budgets", {}) or {}
+    budgets.update({k: v for k, v in mb.items() if v is not None})
+    mcfg = resolved.get("model_configs", {}).get(model, {})
+    params: dict[str, Any] = {
+        "model": model, "method": method, "backend": mcfg.get("backend"), "family": mcfg.get("family"),
+        "size_b": mcfg.get("size_b"), "harness": resolved.get("method_configs", {}).get(method, {}).get("harness"),
+        "grading_profile": resolved.get("grading", {}).get("profile"),
+        "benchmarks": ",".join(resolved.get("benchmarks", [])),
+        "config_fingerprint": fingerprint, "opteval_version": _version(),
+        "git_revision": git_revision() or "unknown",
+    }
+    params.update({f"sampling.{k}": v for k, v in sampling.items()})
+    if extra:
+        params["sampling.extra_body"] = extra
+    params.update({f"budgets.{k}": v for k, v in budgets.items()})
+    params.update({f"limits.{k}": v for k, v in resolved.get("limits", {}).items()})
+    return {k: str(v)[:MAX_PARAM_CHARS] for k, v in params.items()}
+
+
+def _version() -> str:
+    from cluster.ledger import _version as v
+
+    return v()
+
+
+# -- the tracker ------------------------------------------------------------------------------------
+
+
+class Tracker:
+    """Parent + child runs for one sweep; every call is guarded (see the module docstring)."""
+
+    def __init__(self, uri: str, experiment: str, sweep: str, output_dir: str, *, enabled: bool = True):
+        self.uri = uri
+        self.experiment = experiment
+        self.sweep = sweep
+        self.output_dir = output_dir
+        self.enabled = enabled
+        self.failures = 0
+        self.client: Any = None
+        self.experiment_id: str | None = None
+        self.parent_id: str | None = None
+        self.children: dict[tuple[str, str], str] = {}
+        if enabled and uri.startswith(("http://", "https://")):
+            # A dead server must not stall the sweep for minutes of retries (user values win).
+            os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "1")
+            os.environ.setdefault("MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR", "1")
+            os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "10")
+
+    @classmethod
+    def from_config(cls, cfg: Any) -> "Tracker":
+        uri = tracking_uri(cfg.tracking.uri, cfg.sweep.output_dir)
+        return cls(uri, cfg.tracking.experiment, cfg.sweep.name, cfg.sweep.output_dir,
+                   enabled=bool(cfg.tracking.enabled))
+
+    @property
+    def active(self) -> bool:
+        return self.enabled and self.client is not None and self.parent_id is not None
+
+    def _guard(self, what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        if not self.enabled:
+            return None
+        try:
+            out = fn(*args, **kwargs)
+        except Exception as exc:  # noqa: BLE001 - tracking must never stop a sweep
+            self.failures += 1
+            hint = sync_command(self.sweep, self.output_dir)
+            warnings.warn(f"MLflow ({self.uri}) failed to {what}: {type(exc).__name__}: {str(exc)[:300]}. "
+                          f"The sweep goes on; the ledger is the truth. Re-log later with: {hint}",
+                          TrackingWarning, stacklevel=3)
+            if self.failures >= MAX_FAILURES or self.parent_id is None:
+                self.enabled = False
+            return None
+        self.failures = 0
+        return out
+
+    # ---- setup ----
+    def start(self, resolved: Mapping[str, Any], fingerprint: str, pairs: Iterable[tuple[str, str]]) -> bool:
+        """Create or reuse the parent run and the children; log their params. True if tracking."""
+        pairs = list(pairs)
+        self._guard("start runs", self._start, resolved, fingerprint, pairs)
+        return self.active
+
+    def _start(self, resolved: Mapping[str, Any], fingerprint: str, pairs: list[tuple[str, str]]) -> None:
+        from mlflow.tracking import MlflowClient
+
+        client = MlflowClient(tracking_uri=self.uri)
+        exp = client.get_experiment_by_name(self.experiment)
+        if exp is None:
+            art = None
+            if self.uri.startswith("sqlite:///"):
+                art = Path(self.uri[len("sqlite:///"):]).parent.joinpath("mlartifacts").as_uri()
+            exp_id = client.create_experiment(self.experiment, artifact_location=art)
+        else:
+            exp_id = exp.experiment_id
+        runs = client.search_runs([exp_id], filter_string=f"tags.`{SWEEP_TAG}` = '{self.sweep}'", max_results=5000)
+        parent = next((r for r in runs if r.data.tags.get(ROLE_TAG) == "parent"), None)
+        if parent is None:
+            parent_id = client.create_run(exp_id, run_name=self.sweep,
+                                          tags={SWEEP_TAG: self.sweep, ROLE_TAG: "parent"}).info.run_id
+        else:
+            parent_id = parent.info.run_id
+            client.update_run(parent_id, status="RUNNING")
+        children = {(r.data.tags.get("model"), r.data.tags.get("method")): r.info.run_id
+                    for r in runs if r.data.tags.get(ROLE_TAG) == "child"
+                    and r.data.tags.get("mlflow.parentRunId") == parent_id}
+        self.client, self.experiment_id, self.parent_id = client, exp_id, parent_id
+        params = {"sweep": self.sweep, "config_fingerprint": fingerprint, "opteval_version": _version(),
+                  "git_revision": git_revision() or "unknown",
+                  "models": ",".join(resolved.get("models", [])), "methods": ",".join(resolved.get("methods", [])),
+                  "benchmarks": ",".join(resolved.get("benchmarks", []))}
+        self._log_params(parent_id, params)
+        for model, method in pairs:
+            run_id = children.get((model, method))
+            if run_id is None:
+                tags = {SWEEP_TAG: self.sweep, ROLE_TAG: "child", "model": model, "method": method,
+                        "mlflow.parentRunId": parent_id}
+                run_id = client.create_run(exp_id, run_name=f"{model}/{method}", tags=tags).info.run_id
+            else:
+                client.update_run(run_id, status="RUNNING")
+            self.children[(model, method)] = run_id
+            self._log_params(run_id, run_params(resolved, model, method, fingerprint))
+
+    def _log_params(self, run_id: str, params: Mapping[str, str]) -> None:
+        from mlflow.entities import Param
+
+        existing = self.client.get_run(run_id).data.params
+        # Params are immutable in MLflow: log only new ones; a changed value (a sweep
+        # continued with allow_config_change) is recorded as a tag instead.
+        new = [Param(k, v) for k, v in params.items() if k not in existing]
+        changed = {f"param_changed.{k}": v for k, v in params.items() if k in existing and existing[k] != v}
+        for i in range(0, len(new), MAX_PARAMS_PER_BATCH):
+            self.client.log_batch(run_id, params=new[i:i + MAX_PARAMS_PER_BATCH])
+        for k, v in changed.items():
+            self.client.set_tag(run_id, k, v)
+
+    def _log_metrics(self, run_id: str, metrics: Mapping[str, float], step: int, ts_ms: int) -> None:
+        from mlflow.entities import Metric
+
+        items = [Metric(k, float(v), ts_ms, step) for k, v in sorted(metrics.items())]
+        for i in range(0, len(items), MAX_METRICS_PER_BATCH):
+            self.client.log_batch(run_id, metrics=items[i:i + MAX_METRICS_PER_BATCH])
+
+    # ---- while running ----
+    def progress(self, model: str, method: str, done: int, correct: int, planned: int | None = None) -> None:
+        """``progress/done`` and ``progress/acc`` (running accuracy over done) at step=done."""
+        run_id = self.children.get((model, method))
+        if not self.active or run_id is None:
+            return
+        m = {"progress/done": done, "progress/acc": (correct / done) if done else 0.0}
+        if planned:
+            m["progress/frac"] = done / planned
+        self._guard("log progress", self._log_metrics, run_id, m, done, int(time.time() * 1000))
+
+    def progress_total(self, done: int, planned: int) -> None:
+        if self.active:
+            self._guard("log progress", self._log_metrics, self.parent_id,
+                        {"progress/done": done, "progress/planned": planned}, done, int(time.time() * 1000))
+
+    # ---- at the end (and --sync-mlflow) ----
+    def log_results(self, table: pa.Table, plan: pa.Table, plan_recorded_at: str | None = None) -> Any:
+        """Metrics and artifacts for every child and the parent, computed from the ledger."""
+        summary = summarize_ledger(table, plan)
+        if self.active:
+            self._guard("log results", self._log_results, table, plan, summary, plan_recorded_at)
+        return summary
+
+    def _log_results(self, table: pa.Table, plan: pa.Table, summary: Any, plan_recorded_at: str | None) -> None:
+        ts = _stable_ts(table, plan_recorded_at)
+        planned_keys = plan.column("key")
+        with tempfile.TemporaryDirectory(prefix="opteval-mlflow-") as tmp:
+            for (model, method), run_id in self.children.items():
+                self._log_metrics(run_id, run_metrics(summary, model, method), 0, ts)
+                mask = pc.and_(pc.and_(pc.equal(table.column("model"), model), pc.equal(table.column("method"), method)),
+                               pc.is_in(table.column("key"), value_set=planned_keys))
+                d = Path(tmp) / f"{model}__{method}"
+                d.mkdir()
+                import pyarrow.parquet as pq
+
+                pq.write_table(table.filter(mask), d / "trajectories.parquet", compression="zstd")
+                part = summary[(summary["model"] == model) & (summary["method"] == method)]
+                (d / "results.md").write_text(results_markdown(part, f"{self.sweep}: {model}/{method}"))
+                self.client.log_artifact(run_id, str(d / "trajectories.parquet"))
+                self.client.log_artifact(run_id, str(d / "results.md"))
+            total = {"planned": float(summary["planned"].sum()), "missing": float(summary["missing"].sum()),
+                     "committed": float(table.num_rows)}
+            self._log_metrics(self.parent_id, total, 0, ts)
+            (Path(tmp) / "results.md").write_text(results_markdown(summary, self.sweep))
+            self.client.log_artifact(self.parent_id, str(Path(tmp) / "results.md"))
+
+    def finish(self, status: str = "FINISHED") -> None:
+        if not self.active:
+            return
+        for run_id in [*self.children.values(), self.parent_id]:
+            self._guard("end runs", self.client.set_terminated, run_id, status)
+
+
+def _stable_ts(table: pa.Table, plan_recorded_at: str | None) -> int:
+    """Timestamp (ms) for final metrics that only changes when the ledger or plan does."""
+    ms = 0
+    if table.num_rows and "committed_at" in table.column_names:
+        latest = pc.max(table.column("committed_at")).as_py()
+        if latest is not None:
+            ms = int(latest.timestamp() * 1000)
+    if plan_recorded_at:
+        try:
+            ms = max(ms, int(_dt.datetime.fromisoformat(plan_recorded_at).timestamp() * 1000))
+        except ValueError:
+            pass
+    return ms
+
+
+def sync_from_ledger(ledger: Ledger, tracker: Tracker) -> Any:
+    """Re-log a sweep from its ledger (``report.py --sync-mlflow``); idempotent. Returns the summary."""
+    man = ledger.manifest() or {}
+    plan = ledger.read_plan()
+    if plan is None:
+        raise RuntimeError(f"ledger {ledger.uri} has no {'plan.parquet'}: nothing to sync")
+    pairs = list(dict.fromkeys(zip(plan.column("model").to_pylist(), plan.column("method").to_pylist())))
+    tracker.start(man.get("config", {}), man.get("fingerprint", ""), pairs)
+    summary = tracker.log_results(ledger.read_table(), plan, (man.get("plan") or {}).get("recorded_at"))
+    tracker.finish()
+    return summary

@@ -1,0 +1,125 @@
+"""Config loading: defaults, positional file, dotlist; errors name the key path."""
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+from omegaconf import OmegaConf
+
+from cluster import config as C
+from cluster.config import ConfigError, load_config
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_defaults_match_documented_yaml_and_schema():
+    cfg = load_config([])
+    raw = yaml.safe_load((REPO / "configs" / "sweep.yaml").read_text())
+    assert OmegaConf.to_container(cfg) == raw  # every schema key is in the yaml, with its value
+    assert cfg.sweep.name == "demo" and cfg.samples.default == 2
+
+
+def test_dotlist_and_positional_file(tmp_path):
+    f = tmp_path / "mine.yaml"
+    f.write_text("samples: {default: 5}\nmodels: [sim-fast]\nsampling: {temperature: 0.2}\n")
+    cfg = load_config([str(f), "samples.default=4", "methods=[direct,opticycle]", "sweep.name=try1"])
+    assert cfg.samples.default == 4  # dotlist wins over the file
+    assert list(cfg.models) == ["sim-fast"] and cfg.sampling.temperature == 0.2
+    assert list(cfg.methods) == ["direct", "opticycle"] and cfg.sweep.name == "try1"
+
+
+@pytest.mark.parametrize("arg, path", [
+    ("samples.defualt=4", "samples.defualt"),
+    ("models=[sim-small,foo]", "models[1]"),
+    ("samples.default=-1", "samples.default"),
+    ("samples.default=abc", "samples.default"),
+    ("grading.profile=nope", "grading.profile"),
+    ("cluster.retries=-2", "cluster.retries"),
+    ("sampling.top_p=1.5", "sampling.top_p"),
+    ("benchmarks=[nl4op]", "benchmarks[0]"),
+    ("samples.per_benchmark.nl4op=3", "samples.per_benchmark.nl4op"),
+    ("sweep.name=a/b", "sweep.name"),
+    ("plan_only=maybe", "plan_only"),
+])
+def test_bad_values_name_the_key_path(arg, path):
+    with pytest.raises(ConfigError) as err:
+        load_config([arg])
+    assert str(err.value).startswith(path + ":"), str(err.value)
+
+
+def test_unknown_key_suggests_and_unknown_model_says_file():
+    with pytest.raises(ConfigError, match="did you mean 'default'"):
+        load_config(["samples.defualt=4"])
+    with pytest.raises(ConfigError, match=r"models\[1\]: no configs/models/foo.yaml"):
+        load_config(["models=[sim-small,foo]"])
+
+
+def test_bad_key_in_positional_file_names_file(tmp_path):
+    f = tmp_path / "bad.yaml"
+    f.write_text("budgets: {max_turnz: 3}\n")
+    with pytest.raises(ConfigError) as err:
+        load_config([str(f)])
+    assert "budgets.max_turnz" in str(err.value) and str(f) in str(err.value)
+
+
+def test_model_yaml_unknown_key_names_file(tmp_path, monkeypatch):
+    shutil.copytree(REPO / "configs", tmp_path / "configs")
+    bad = tmp_path / "configs" / "models" / "sim-bad.yaml"
+    bad.write_text("name: sim-bad\nbackend: simulated\nsimulated: {p_correct: 0.5}\nfamly: x\n")
+    monkeypatch.setenv("OPTEVAL_CONFIGS", str(tmp_path / "configs"))
+    with pytest.raises(ConfigError) as err:
+        load_config(["models=[sim-bad]"])
+    assert "famly" in str(err.value) and "sim-bad.yaml" in str(err.value)
+    bad.write_text("name: sim-bad\nbackend: simulated\nsimulated: {p_corect: 0.5}\n")
+    with pytest.raises(ConfigError, match=r"simulated.p_corect .*sim-bad.yaml"):
+        C.model_config("sim-bad")
+
+
+def test_samples_resolution_order():
+    cfg = load_config(["benchmarks=[sample,nl4opt,complexor]", "samples.default=3",
+                       "samples.per_benchmark={complexor: 2}"])
+    assert C.samples_for(cfg, "sample") == 3  # default
+    assert C.samples_for(cfg, "nl4opt") == 8  # configs/benchmarks/nl4opt.yaml
+    assert C.samples_for(cfg, "complexor") == 2  # per_benchmark wins
+
+
+def test_paper_allocation_totals_17852():
+    counts = {"nl4opt": 230, "mamo_easy": 652, "mamo_complex": 211, "nlp4lp": 242, "complexor": 18,
+              "industryor": 100, "optibench": 605, "optmath": 166, "icml_competition": 410}
+    assert sum(n * C.benchmark_config(b).samples for b, n in counts.items()) == 17852
+
+
+def test_fingerprint_ignores_operational_keys():
+    a = load_config([])
+    b = load_config(["sweep.output_dir=/elsewhere", "cluster.workers=9", "progress.interval_s=1",
+                     "tracking.enabled=false", "serving.http_port=9000", "plan_only=true"])
+    c = load_config(["sampling.temperature=0.7"])
+    assert C.sweep_fingerprint(a) == C.sweep_fingerprint(b)
+    assert C.sweep_fingerprint(a) != C.sweep_fingerprint(c)
+    r = C.resolved(a)
+    assert r["model_configs"]["sim-small"]["backend"] == "simulated"
+    assert set(r["method_configs"]) == {"direct", "opticycle", "optistate"}
+
+
+def test_backend_config_builds_a_simulated_model():
+    from evalcore.models import make_model
+
+    bc = C.backend_config("sim-fast")
+    assert bc["backend"] == "simulated" and bc["ttft_s"] == 0.0 and "p_correct" in bc["skill"]
+    assert make_model(bc).name == "sim-fast"
+
+
+def test_effective_sampling_and_budgets_apply_overrides(tmp_path, monkeypatch):
+    shutil.copytree(REPO / "configs", tmp_path / "configs")
+    (tmp_path / "configs" / "methods" / "tight.yaml").write_text(
+        "name: tight\nharness: direct\nextraction: submit\nbudgets: {max_calls: 3}\n")
+    (tmp_path / "configs" / "models" / "sim-hot.yaml").write_text(
+        "name: sim-hot\nbackend: simulated\nsampling: {temperature: 1.0}\n")
+    monkeypatch.setenv("OPTEVAL_CONFIGS", str(tmp_path / "configs"))
+    cfg = load_config(["models=[sim-hot]", "methods=[tight]"])
+    assert C.effective_sampling(cfg, "sim-hot")["temperature"] == 1.0
+    assert C.effective_sampling(cfg, "sim-hot")["top_p"] == 0.95
+    assert C.effective_budgets(cfg, "tight")["max_calls"] == 3
+    assert C.effective_budgets(cfg, "tight")["max_turns"] == 12

@@ -1,0 +1,143 @@
+"""Ledger: atomic commits, resume, duplicates, changed configs, s3 via moto."""
+from __future__ import annotations
+
+import json
+import os
+
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+import pytest
+
+from cluster.config import load_config, resolved, sweep_fingerprint
+from cluster.ledger import (ConfigChangedError, DuplicateKeyError, Ledger, LedgerError, error_row,
+                            trajectory_row)
+from cluster.plan import expand_plan, remaining
+from evalcore.records import LEDGER_SCHEMA, CallRecord, ExecRecord, Submission, Trajectory
+
+IDS = {"sample": [f"p{i}" for i in range(5)]}
+
+
+def _setup(out, *extra):
+    cfg = load_config([f"sweep.output_dir={out}", "methods=[direct,opticycle]", "samples.default=2", *extra])
+    res = resolved(cfg)
+    return cfg, res, sweep_fingerprint(res), expand_plan(cfg, IDS)
+
+
+def _row(item, correct=True, tokens=(10, 5)):
+    t = Trajectory(model=item.model, method=item.method, benchmark=item.benchmark, problem_id=item.problem_id,
+                   sample=item.sample, seed=42 + item.sample, status="submitted", submission=Submission(raw=7.0),
+                   calls=[CallRecord(0, "generate", tokens[0], tokens[1], None, 0.1, "stop")],
+                   execs=[ExecRecord(0, "ok", 0.1, 0.1, 0, submission=7.0)], simulated=True)
+    return trajectory_row(t, key=item.key, correct=correct, profile="optagentbench", fingerprint=item.fingerprint,
+                          sweep="demo", parsed=7.0)
+
+
+def test_rows_match_schema_and_tokens_none_stay_null(tmp_path):
+    cfg, res, fp, plan = _setup(tmp_path)
+    led = Ledger.open(str(tmp_path), "demo", res, fp)
+    r = _row(plan[0], tokens=(None, 5))
+    assert set(r) == set(LEDGER_SCHEMA.names)
+    led.commit([r, error_row(plan[1], "worker died", 3, sweep="demo")])
+    t = led.read_table().to_pylist()
+    by = {x["key"]: x for x in t}
+    assert by[plan[0].key]["prompt_tokens"] is None and by[plan[0].key]["completion_tokens"] == 5
+    assert by[plan[0].key]["submission"] == "7.0" and by[plan[0].key]["exec_ok"] == 1
+    assert json.loads(by[plan[0].key]["calls"])[0]["completion_tokens"] == 5
+    assert by[plan[1].key]["status"] == "error" and by[plan[1].key]["correct"] is False
+    assert by[plan[1].key]["error"] == "worker died" and by[plan[1].key]["attempts"] == 3
+
+
+def test_resume_skips_committed_and_duplicates_refused(tmp_path):
+    cfg, res, fp, plan = _setup(tmp_path)
+    led = Ledger.open(str(tmp_path), "demo", res, fp)
+    led.record_plan(plan)
+    led.commit([_row(p) for p in plan[:7]])
+    with pytest.raises(DuplicateKeyError):
+        led.commit([_row(plan[3])])  # committed in this process
+    led2 = Ledger.open(str(tmp_path), "demo", res, fp)
+    assert led2.committed_keys() == {p.key for p in plan[:7]}
+    assert remaining(plan, led2.committed_keys()) == plan[7:]
+    with pytest.raises(DuplicateKeyError):
+        led2.commit([_row(plan[0])])  # committed on disk
+    with pytest.raises(DuplicateKeyError):
+        led2.commit([_row(plan[8]), _row(plan[8])])
+    assert led2.read_plan().num_rows == len(plan)
+    assert led2.manifest()["plan"]["total"] == len(plan)
+
+
+def test_crash_between_write_and_rename_leaves_nothing_visible(tmp_path, monkeypatch):
+    cfg, res, fp, plan = _setup(tmp_path)
+    led = Ledger.open(str(tmp_path), "demo", res, fp)
+    led.commit([_row(plan[0])])
+
+    def crash(tmp, final):
+        raise KeyboardInterrupt("killed between write and rename")
+
+    monkeypatch.setattr(led, "_publish", crash)
+    with pytest.raises(KeyboardInterrupt):
+        led.commit([_row(p) for p in plan[1:5]])
+    leftovers = [f for _, _, fs in os.walk(tmp_path / "demo") for f in fs if f.endswith(".tmp")]
+    assert leftovers  # the whole temporary was written ...
+    again = Ledger.open(str(tmp_path), "demo", res, fp, read_only=True)
+    assert again.committed_keys() == {plan[0].key}  # ... but never became visible
+    assert again.read_table().num_rows == 1
+    Ledger.open(str(tmp_path), "demo", res, fp)  # a writable open removes the stray temporary
+    assert not [f for _, _, fs in os.walk(tmp_path / "demo") for f in fs if f.endswith(".tmp")]
+
+
+def test_duplicate_on_disk_names_both_files(tmp_path):
+    cfg, res, fp, plan = _setup(tmp_path)
+    led = Ledger.open(str(tmp_path), "demo", res, fp)
+    [a] = led.commit([_row(plan[0])])
+    copy = os.path.join(os.path.dirname(a), "part-99999999-abcdef.parquet")
+    pq.write_table(pq.read_table(a), copy)
+    with pytest.raises(DuplicateKeyError) as err:
+        Ledger.open(str(tmp_path), "demo", res, fp)
+    assert os.path.basename(a) in str(err.value) and "part-99999999-abcdef.parquet" in str(err.value)
+
+
+def test_changed_config_refused_with_diff_unless_allowed(tmp_path):
+    cfg, res, fp, plan = _setup(tmp_path)
+    Ledger.open(str(tmp_path), "demo", res, fp).commit([_row(plan[0])])
+    cfg2, res2, fp2, _ = _setup(tmp_path, "sampling.temperature=0.7", "cluster.workers=7")
+    with pytest.raises(ConfigChangedError) as err:
+        Ledger.open(str(tmp_path), "demo", res2, fp2)
+    msg = str(err.value)
+    assert "sampling.temperature: 0.6 -> 0.7" in msg and "cluster" not in msg
+    led = Ledger.open(str(tmp_path), "demo", res2, fp2, allow_config_change=True)
+    assert led.committed_keys() == {plan[0].key}
+    assert led.manifest()["fingerprint"] == fp2 and led.manifest()["history"][-1]["changes"]
+    # operational changes only: same fingerprint, no refusal
+    _, res3, fp3, _ = _setup(tmp_path, "sampling.temperature=0.7", "cluster.workers=1", "progress.interval_s=3")
+    assert fp3 == fp2
+    Ledger.open(str(tmp_path), "demo", res3, fp3)
+
+
+def test_compaction_merges_parts_and_survives_a_crash(tmp_path, monkeypatch):
+    cfg, res, fp, plan = _setup(tmp_path)
+    led = Ledger.open(str(tmp_path), "demo", res, fp, compact_every=4)
+    direct = [p for p in plan if p.method == "direct"]
+    for p in direct[:6]:
+        led.commit([_row(p)])
+    names = [os.path.basename(f) for f in led.files()]
+    assert sum(n.startswith("compact-") for n in names) == 1 and sum(n.startswith("part-") for n in names) == 2
+    assert led.committed_keys() == {p.key for p in direct[:6]}
+    # crash after writing a compacted file, before deleting its inputs
+    def crash(path):
+        raise OSError("crash before deleting the compacted inputs")
+
+    monkeypatch.setattr(led, "_delete", crash)
+    with pytest.raises(OSError):
+        led.compact()
+    assert sum(os.path.basename(f).startswith("compact-") for f in led._list()) == 2
+    again = Ledger.open(str(tmp_path), "demo", res, fp, read_only=True)  # no duplicate error
+    assert again.committed_keys() == {p.key for p in direct[:6]}
+    assert again.read_table().num_rows == 6
+
+
+def test_read_only_open_writes_nothing(tmp_path):
+    cfg, res, fp, plan = _setup(tmp_path)
+    led = Ledger.open(str(tmp_path), "fresh", res, fp, read_only=True)
+    assert led.committed_keys() == set() and not (tmp_path / "fresh").exists()
+    with pytest.raises(LedgerError):
+        led.commit([_row(plan[0])])

@@ -1,0 +1,66 @@
+"""Plan expansion: model-major order, per-benchmark sample counts, keys = trajectory_key."""
+from __future__ import annotations
+
+import pytest
+
+from cluster.config import ConfigError, item_fingerprint, load_config
+from cluster.plan import expand_plan, plan_bench_counts, plan_counts, remaining
+from evalcore.records import trajectory_key
+
+IDS = {"sample": ["s1", "s2", "s3"], "complexor": ["c1", "c2"]}
+
+
+def _cfg(*extra):
+    return load_config(["models=[sim-small,sim-fast]", "methods=[direct,optistate]",
+                        "benchmarks=[sample,complexor]", "samples.default=2", *extra])
+
+
+def test_order_is_model_major_then_method_benchmark_problem_sample():
+    plan = expand_plan(_cfg(), IDS)
+    tuples = [(p.model, p.method, p.benchmark, p.problem_id, p.sample) for p in plan]
+    models, methods, benches = ["sim-small", "sim-fast"], ["direct", "optistate"], ["sample", "complexor"]
+    rank = lambda t: (models.index(t[0]), methods.index(t[1]), benches.index(t[2]),
+                      IDS[t[2]].index(t[3]), t[4])
+    assert tuples == sorted(tuples, key=rank)
+    first_fast = next(i for i, t in enumerate(tuples) if t[0] == "sim-fast")
+    assert all(t[0] == "sim-small" for t in tuples[:first_fast])
+
+
+def test_counts_per_benchmark_and_model_method():
+    plan = expand_plan(_cfg(), IDS)
+    # sample: default 2 samples x 3 problems; complexor: its yaml says 64 x 2 problems
+    per = plan_bench_counts(plan)
+    assert per[("sim-small", "direct", "sample")] == 6
+    assert per[("sim-small", "direct", "complexor")] == 128
+    assert plan_counts(plan) == {(m, x): 134 for m in ("sim-small", "sim-fast") for x in ("direct", "optistate")}
+    plan2 = expand_plan(_cfg("samples.per_benchmark={complexor: 3}", "limit_problems=1"), IDS)
+    per2 = plan_bench_counts(plan2)
+    assert per2[("sim-fast", "optistate", "complexor")] == 3 and per2[("sim-fast", "optistate", "sample")] == 2
+
+
+def test_keys_equal_trajectory_key_and_are_unique():
+    cfg = _cfg()
+    plan = expand_plan(cfg, IDS)
+    assert len({p.key for p in plan}) == len(plan)
+    for p in plan[::17]:
+        fp = item_fingerprint(cfg, p.model, p.method, p.benchmark)
+        assert p.fingerprint == fp
+        assert p.key == trajectory_key(cfg.sweep.name, p.model, p.method, p.benchmark, p.problem_id, p.sample, fp)
+
+
+def test_keys_stable_when_only_plan_membership_changes():
+    base = {p.key for p in expand_plan(_cfg(), IDS)}
+    more = {p.key for p in expand_plan(_cfg("samples.default=3", "models=[sim-small,sim-fast,sim-small2]")
+                                       if False else _cfg("samples.default=3"), IDS)}
+    assert base < more  # more samples keep the old keys
+    hotter = {p.key for p in expand_plan(_cfg("sampling.temperature=0.9"), IDS)}
+    assert not (base & hotter)  # an outcome-relevant change gives new keys
+
+
+def test_remaining_keeps_order_and_missing_ids_error():
+    plan = expand_plan(_cfg(), IDS)
+    done = {p.key for p in plan[::2]}
+    rest = remaining(plan, done)
+    assert rest == [p for p in plan if p.key not in done] and len(rest) == len(plan) // 2
+    with pytest.raises(ConfigError, match="complexor"):
+        expand_plan(_cfg(), {"sample": ["s1"]})

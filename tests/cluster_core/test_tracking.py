@@ -1,0 +1,114 @@
+"""MLflow round trip on SQLite: metrics equal the ledger recomputation; failures never stop a sweep."""
+from __future__ import annotations
+
+import socket
+
+import pytest
+
+from cluster.config import load_config, resolved, sweep_fingerprint
+from cluster.ledger import Ledger, trajectory_row
+from cluster.plan import expand_plan, plan_counts
+from cluster.tracking import Tracker, TrackingWarning, run_metrics, summarize_ledger, sync_from_ledger
+from evalcore.records import CallRecord, ExecRecord, Submission, Trajectory
+
+IDS = {"sample": [f"p{i}" for i in range(4)], "complexor": ["c1"]}
+
+
+def _sweep(out):
+    cfg = load_config([f"sweep.output_dir={out}", "sweep.name=trk", "methods=[direct,optistate]",
+                       "benchmarks=[sample,complexor]", "samples.per_benchmark={complexor: 3}"])
+    res = resolved(cfg)
+    fp = sweep_fingerprint(res)
+    plan = expand_plan(cfg, IDS)
+    led = Ledger.open(str(out), "trk", res, fp)
+    led.record_plan(plan)
+    rows = []
+    for i, p in enumerate(plan[:-2]):  # the last two stay missing
+        t = Trajectory(model=p.model, method=p.method, benchmark=p.benchmark, problem_id=p.problem_id,
+                       sample=p.sample, seed=42, status="submitted", submission=Submission(raw=1.0),
+                       calls=[CallRecord(0, "generate", 100 + i, 10 * i, None, 0.1, "stop")],
+                       execs=[ExecRecord(0, "ok" if i % 3 else "error", 0.1, 0.1, 0)], simulated=True)
+        rows.append(trajectory_row(t, key=p.key, correct=(i % 2 == 0), profile="optagentbench",
+                                   fingerprint=p.fingerprint, sweep="trk", parsed=1.0))
+    led.commit(rows)
+    return cfg, res, fp, plan, led
+
+
+@pytest.fixture(scope="module")
+def synced(tmp_path_factory):
+    out = tmp_path_factory.mktemp("mlf")
+    cfg, res, fp, plan, led = _sweep(out)
+    tracker = Tracker(f"sqlite:///{out}/mlflow.db", "opteval-test", "trk", str(out))
+    assert tracker.start(res, fp, plan_counts(plan).keys())
+    tracker.progress("sim-small", "direct", 4, 2, planned=7)
+    summary = tracker.log_results(led.read_table(), led.read_plan())
+    tracker.finish()
+    return out, cfg, plan, led, tracker, summary
+
+
+def test_metrics_equal_ledger_recomputation(synced):
+    out, cfg, plan, led, tracker, _ = synced
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=tracker.uri)
+    summary = summarize_ledger(Ledger.open_existing(str(out), "trk").read_table(), led.read_plan())
+    assert len(tracker.children) == 2
+    for (model, method), run_id in tracker.children.items():
+        run = client.get_run(run_id)
+        assert run.info.run_name == f"{model}/{method}"
+        assert run.data.tags["mlflow.parentRunId"] == tracker.parent_id
+        assert run.data.tags["model"] == model and run.data.params["sampling.temperature"] == "0.6"
+        expected = run_metrics(summary, model, method)
+        assert {"acc/sample", "acc/complexor", "acc/macro", "tokens/macro", "missing/sample",
+                "planned/complexor", "exec_rate/sample"} <= set(expected)
+        for k, v in expected.items():
+            assert run.data.metrics[k] == pytest.approx(v), k
+    # the missing trajectories are counted (optistate's complexor lost two)
+    assert client.get_run(tracker.children[("sim-small", "optistate")]).data.metrics["missing/complexor"] == 2
+    arts = {a.path for a in client.list_artifacts(tracker.children[("sim-small", "direct")])}
+    assert {"trajectories.parquet", "results.md"} <= arts
+    hist = client.get_metric_history(tracker.children[("sim-small", "direct")], "progress/done")
+    assert [m.step for m in hist] == [4]
+
+
+def test_sync_is_idempotent_and_reuses_runs(synced):
+    out, cfg, plan, led, tracker, _ = synced
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=tracker.uri)
+    for _ in range(2):
+        again = Tracker(tracker.uri, "opteval-test", "trk", str(out))
+        sync_from_ledger(Ledger.open_existing(str(out), "trk"), again)
+        assert again.parent_id == tracker.parent_id and again.children == tracker.children
+    runs = client.search_runs([again.experiment_id])
+    assert len(runs) == 3  # one parent + two children, never more
+    hist = client.get_metric_history(tracker.children[("sim-small", "direct")], "acc/macro")
+    assert len(hist) == 1  # re-logging an unchanged ledger adds no metric rows
+
+
+def test_report_sync_cli(synced, capsys):
+    out, *_ = synced
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.spec_from_file_location("report", Path(__file__).resolve().parents[2] / "jobs" / "report.py")
+    report = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(report)
+    rc = report.main([f"sweep.output_dir={out}", "sweep.name=trk", f"tracking.uri=sqlite:///{out}/mlflow.db",
+                      "tracking.experiment=opteval-test", "--sync-mlflow"])
+    text = capsys.readouterr().out
+    assert rc == 0 and "SIMULATED" in text and "missing 2" in text and "mlflow ui --backend-store-uri" in text
+
+
+def test_unreachable_tracking_warns_and_continues(tmp_path):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed again: nothing listens there
+    cfg, res, fp, plan, led = _sweep(tmp_path)
+    tracker = Tracker(f"http://127.0.0.1:{port}", "opteval", "trk", str(tmp_path))
+    with pytest.warns(TrackingWarning, match="--sync-mlflow"):
+        assert tracker.start(res, fp, plan_counts(plan).keys()) is False
+    tracker.progress("sim-small", "direct", 1, 1)
+    summary = tracker.log_results(led.read_table(), led.read_plan())  # still computes from the ledger
+    tracker.finish()
+    assert int(summary["missing"].sum()) == 2 and not tracker.active
