@@ -1,0 +1,17 @@
+"""Readable results of a sweep, computed from the ledger only (issue 7).
+
+Pure library: pandas, pyarrow, numpy and matplotlib (Agg canvas); no Ray. The entry
+point is :func:`build_report`; :func:`main_table_from_summary` is shared with the MLflow
+path (``cluster.mlflow_views``) so both give the same main table.
+"""
+from evalcore.reporting.frame import ReportError, prepare
+from evalcore.reporting.report import Report, build_report
+from evalcore.reporting.sampling import isc_select, k_values
+from evalcore.reporting.tables import (
+    MACRO, main_table_from_summary, summary_from_prepared, to_csv_frame, to_latex, to_markdown,
+)
+
+__all__ = [
+    "MACRO", "Report", "ReportError", "build_report", "isc_select", "k_values", "main_table_from_summary",
+    "prepare", "summary_from_prepared", "to_csv_frame", "to_latex", "to_markdown",
+]

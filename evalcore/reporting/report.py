@@ -1,0 +1,209 @@
+"""``build_report``: every view of a sweep, from the ledger rows, the answer keys and the plan.
+
+The report is pure data (DataFrames) until :meth:`Report.write` renders it to
+``report.md`` (every section), ``main_table.csv``, ``main_table.tex``, one CSV per other
+table under ``tables/`` and PNG plots under ``plots/``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import pandas as pd
+
+from evalcore.grading import DEFAULT_PROFILE, get_profile
+from evalcore.reporting import analysis, difficulty, plots, sampling
+from evalcore.reporting.frame import PROFILE_NAMES, prepare
+from evalcore.reporting.tables import (
+    MACRO, frame_markdown, main_table_from_summary, summary_from_prepared, to_csv_frame, to_latex, to_markdown,
+)
+
+SIM_BANNER = ("**SIMULATED**: rows marked (simulated) come from the simulated policy; their accuracies "
+              "and token counts are not a model's.")
+
+
+@dataclass
+class Report:
+    """All tables of one report. ``write(out_dir)`` renders them and returns the paths."""
+
+    profile: str
+    summary: pd.DataFrame
+    main_table: pd.DataFrame
+    missing: pd.DataFrame
+    tokens: pd.DataFrame
+    failures: pd.DataFrame
+    repair: pd.DataFrame
+    curves: pd.DataFrame
+    selection: pd.DataFrame
+    difficulty_labels: pd.DataFrame
+    difficulty: pd.DataFrame
+    paired: pd.DataFrame
+    sensitivity: pd.DataFrame
+    latency: pd.DataFrame
+    model_meta: Mapping[str, Mapping[str, Any]] | None = None
+    notes: list[str] = field(default_factory=list)
+    written: list[Path] = field(default_factory=list)
+
+    @property
+    def simulated(self) -> bool:
+        return bool(len(self.main_table) and self.main_table["simulated"].any())
+
+    # -- rendering ---------------------------------------------------------------------------
+    def markdown(self, plot_paths: Sequence[Path] = (), root: Path | None = None) -> str:
+        """The whole report as Markdown (plots linked relative to ``root``)."""
+        out = [f"# Results (grading profile `{self.profile}`)", ""]
+        if self.simulated:
+            out += [SIM_BANNER, ""]
+        out += ["## Main table: avg@k (%) [95% interval]", "",
+                "**best** and <u>second best</u> per backbone; † = missing scores counted as failures "
+                "(listed below). Benchmark interval: Wilson over planned trajectories; Macro: normal "
+                "interval of the unweighted mean.", "", to_markdown(self.main_table), ""]
+        out += ["## Missing scores", ""]
+        if len(self.missing):
+            out += [f"{len(self.missing)} planned trajectories have no score (counted as wrong):", "",
+                    frame_markdown(self.missing[["key", "reason"]]), ""]
+        else:
+            out += ["None: every planned trajectory has a score.", ""]
+        out += [f"- {n}" for n in self.notes] + ([""] if self.notes else [])
+        out += ["## Tokens per trajectory (input + output)", "",
+                "Mean within each benchmark, then the unweighted mean of benchmark means (paper A.1). "
+                "`cached:` columns: prompt tokens the server reported as cached. `tokens_missing`: "
+                "trajectories without recorded counts, left out of the means.", "",
+                frame_markdown(_label_sim(self.tokens), floatfmt="{:.0f}"), ""]
+        out += ["## Execution and failures", "",
+                "exec_rate: share of planned trajectories whose code ran and submitted a valid result. "
+                "syntactic: the code failed, or it said infeasible where the answer is a number; "
+                "semantic: it ran and submitted a wrong answer; missing: not run or infrastructure error.", "",
+                frame_markdown(self.failures, pct_cols=("exec_rate",)), ""]
+        out += ["## Repair (multi-turn methods)", "",
+                "Trajectories whose first execution failed, and how many still ended correct.", "",
+                frame_markdown(self.repair, pct_cols=("repair_rate",)), ""]
+        out += ["## Sampling: pass@k and maj@k (%)", "", "— = undefined (a problem has fewer than k samples).", "",
+                frame_markdown(_curves_wide(self.curves), pct_cols=tuple(c for c in _curves_wide(self.curves).columns
+                                                                      if "@" in str(c))), ""]
+        out += ["## Selection over all n samples (%)", "",
+                "avg = avg@k; pass@n; maj@n = majority vote (numbers and statuses vote, ties to the earliest); "
+                "isc@n = SIRL instance-enhanced self-consistency (objective, sense, binary and integer counts).", "",
+                frame_markdown(self.selection, pct_cols=tuple(c for c in self.selection.columns if ":" in c
+                                                               and not c.startswith("n:"))), ""]
+        out += ["## Difficulty (from three Direct samples: all / some / none right)", ""]
+        if len(self.difficulty):
+            d = self.difficulty[self.difficulty["benchmark"] == "all"]
+            out += [frame_markdown(d, pct_cols=("acc",)), ""]
+        else:
+            out += ["_(no Direct samples: difficulty not computed)_", ""]
+        if len(self.paired):
+            a, b = self.paired["method_a"].iloc[0], self.paired["method_b"].iloc[0]
+            out += [f"## Paired comparison: {a} vs {b}", "",
+                    "Pairs by (model, benchmark, problem, sample); net gain = acc(A) - acc(B) with a 95% "
+                    "interval; exact McNemar p-value on the discordant counts.", "",
+                    frame_markdown(self.paired.drop(columns=["method_a", "method_b"]),
+                                   pct_cols=("acc_a", "acc_b", "net_gain", "low", "high"), floatfmt="{:.4g}"), ""]
+        out += ["## Grading sensitivity (%)", "", frame_markdown(self.sensitivity, pct_cols=tuple(
+            c for c in self.sensitivity.columns if "[" in c)), ""]
+        out += ["## Latency and cost", "", frame_markdown(_label_sim(self.latency), floatfmt="{:.3g}"), ""]
+        if plot_paths:
+            out += ["## Plots", ""]
+            for p in plot_paths:
+                rel = p.relative_to(root) if root is not None else p
+                out.append(f"![{p.stem}]({rel.as_posix()})")
+            out.append("")
+        return "\n".join(out)
+
+    def write(self, out_dir: str | Path) -> list[Path]:
+        """Write every file under ``out_dir``; returns the written paths."""
+        out = Path(out_dir)
+        (out / "tables").mkdir(parents=True, exist_ok=True)
+        pdir = out / "plots"
+        written: list[Path] = []
+        pngs = (plots.acc_vs_tokens(self.main_table, self.tokens, pdir)
+                + plots.acc_vs_size(self.main_table, self.model_meta, pdir)
+                + plots.benchmark_bars(self.main_table, pdir))
+        (out / "report.md").write_text(self.markdown(pngs, out), encoding="utf-8")
+        written.append(out / "report.md")
+        to_csv_frame(self.main_table).to_csv(out / "main_table.csv", index=False)
+        written.append(out / "main_table.csv")
+        (out / "main_table.tex").write_text(to_latex(self.main_table), encoding="utf-8")
+        written.append(out / "main_table.tex")
+        for name in ("summary", "missing", "tokens", "failures", "repair", "curves", "selection",
+                     "difficulty_labels", "difficulty", "paired", "sensitivity", "latency"):
+            p = out / "tables" / f"{name}.csv"
+            getattr(self, name).to_csv(p, index=False)
+            written.append(p)
+        written += pngs
+        self.written = written
+        return written
+
+
+def _nulls(df: pd.DataFrame) -> pd.DataFrame:
+    """Object columns with None for nulls: an undefined value reads as None, never NaN or 0."""
+    if not len(df):
+        return df
+    out = df.astype(object)
+    return out.where(out.notna(), None)
+
+
+def _label_sim(df: pd.DataFrame) -> pd.DataFrame:
+    if not len(df) or "simulated" not in df.columns:
+        return df
+    d = df.copy()
+    d["method"] = [f"{m} (simulated)" if s else m for m, s in zip(d["method"], d["simulated"])]
+    return d.drop(columns=["simulated"])
+
+
+def _curves_wide(curves: pd.DataFrame) -> pd.DataFrame:
+    """One row per (model, method, benchmark) present, columns pass@k... then maj@k..."""
+    if not len(curves):
+        return curves
+    ks = sorted(curves["k"].unique())
+    rows = []
+    for (m, x, b), g in curves.groupby(["model", "method", "benchmark"], sort=True):
+        row = {"model": m, "method": x, "benchmark": b}
+        by_k = {int(r["k"]): r for r in g.to_dict("records")}
+        for kind in ("pass", "maj"):
+            for k in ks:
+                v = by_k.get(int(k), {}).get(f"{kind}@k")
+                row[f"{kind}@{k}"] = None if v is None or pd.isna(v) else float(v)
+        rows.append(row)
+    return pd.DataFrame(rows).astype(object)
+
+
+def build_report(df: Any, answer_keys: Mapping[str, Any], planned: Any, *,
+                 model_meta: Mapping[str, Mapping[str, Any]] | None = None, profile: str = DEFAULT_PROFILE,
+                 compare: tuple[str, str] | None = None, out_dir: str | Path | None = None,
+                 difficulty_method: str = "direct", profiles: Sequence[str] = PROFILE_NAMES) -> Report:
+    """Every table of the report from ledger rows (pandas or pyarrow, LEDGER_SCHEMA
+    columns), the answer keys (``{benchmark: AnswerKey}``) and the plan (``{(model,
+    method, benchmark): planned count}``, or the plan table with ``problem_id``/``sample``
+    [and ``key``] columns, which names missing trajectories exactly).
+
+    ``compare=(method_a, method_b)`` adds the paired comparison; ``out_dir`` also writes
+    the files (see :meth:`Report.write`)."""
+    get_profile(profile)
+    profiles = tuple(dict.fromkeys([profile, *profiles]))
+    prep = prepare(df, answer_keys, planned, profiles=profiles)
+    summary = summary_from_prepared(prep, profile)
+    main = main_table_from_summary(summary)
+    tokens = analysis.token_table(summary) if len(summary) else pd.DataFrame()
+    curves, selection = sampling.sampling_tables(prep, profile)
+    labels = difficulty.difficulty_labels(prep, profile, difficulty_method)
+    notes = [f"{'/'.join(g)}: {n} planned trajectories not run (problem/sample not recoverable from the counts)"
+             for g, n in sorted(prep.unnamed_missing.items())]
+    if not len(labels):
+        notes.append(f"no {difficulty_method!r} trajectories: difficulty recalibration skipped")
+    paired = (difficulty.paired_table(prep, profile, compare[0], compare[1]) if compare
+              else pd.DataFrame())
+    rep = Report(
+        profile=profile, summary=summary, main_table=main, missing=prep.missing, tokens=tokens,
+        failures=analysis.failure_split(prep, profile, summary), repair=analysis.repair_table(prep, profile),
+        curves=curves, selection=selection, difficulty_labels=labels,
+        difficulty=difficulty.difficulty_table(prep, profile, labels), paired=paired,
+        sensitivity=analysis.sensitivity_table(prep, profiles), latency=analysis.latency_table(prep),
+        model_meta=model_meta, notes=notes,
+    )
+    for name in ("tokens", "failures", "repair", "curves", "selection", "difficulty", "paired", "sensitivity", "latency"):
+        setattr(rep, name, _nulls(getattr(rep, name)))
+    if out_dir is not None:
+        rep.write(out_dir)
+    return rep

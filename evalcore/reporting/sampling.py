@@ -1,0 +1,144 @@
+"""Sampling views: pass@k and maj@k curves, majority vote and SIRL's instance-enhanced
+self-consistency (ISC) over each problem's samples.
+
+Per problem the samples are the planned (problem, sample) cells in sample order; missing
+ones (not run, status error) are wrong for pass@k and do not vote. pass@k and maj@k are
+undefined (None, shown "n/a") when a problem has fewer than k planned samples: a
+single-sample benchmark has pass@1 only.
+
+ISC (SIRL, Section 3.1): each candidate r (a sample with a parseable submission) has
+features O_r (its answer; answers that grade equal under the profile agree), D_r (the
+captured model's sense), N_bin,r and N_int,r (its binary and general-integer variable
+counts). psi(f_r) is how many candidates share r's value of feature f (r included);
+S(r) = sqrt psi(O_r) + sqrt psi(D_r) + sqrt psi(N_bin,r) + sqrt psi(N_int,r), all
+weights 1. A feature that was not captured contributes 0 (no evidence, not agreement).
+The highest score wins; ties go to the earliest sample, like the majority vote.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Sequence
+
+import pandas as pd
+
+from evalcore.grading import grade_parsed
+from evalcore.metrics import majority_answer, maj_at_k, pass_at_k
+from evalcore.reporting.frame import GROUP, Prepared, _nn
+from evalcore.reporting.tables import MACRO
+
+
+def k_values(max_n: int) -> list[int]:
+    """1, 2, 4, ... up to ``max_n``, plus ``max_n`` itself when it is not a power of two."""
+    ks, k = [], 1
+    while k <= max_n:
+        ks.append(k)
+        k *= 2
+    if max_n >= 1 and ks[-1] != max_n:
+        ks.append(max_n)
+    return ks
+
+
+def _feature(fm: Any, name: str) -> Any:
+    if not isinstance(fm, dict):
+        return None
+    v = fm.get(name)
+    return None if v is None else v
+
+
+def isc_select(parsed: Sequence[Any], models: Sequence[Any], profile: str) -> tuple[Any, list[float]]:
+    """SIRL instance-enhanced self-consistency: the selected answer and every candidate's
+    score (None-answer candidates score 0 and are never selected). See the module doc."""
+    cand = [i for i, p in enumerate(parsed) if p is not None]
+    scores = [0.0] * len(parsed)
+    if not cand:
+        return None, scores
+    # O: greedy clustering of answers that grade equal (as the majority vote does)
+    reps: list[Any] = []
+    cluster = {}
+    for i in cand:
+        for j, rep in enumerate(reps):
+            if grade_parsed(parsed[i], rep, profile):
+                cluster[i] = j
+                break
+        else:
+            reps.append(parsed[i])
+            cluster[i] = len(reps) - 1
+    o_count = {j: sum(1 for i in cand if cluster[i] == j) for j in range(len(reps))}
+    for i in cand:
+        s = math.sqrt(o_count[cluster[i]])
+        for name in ("sense", "n_binary", "n_integer"):
+            v = _feature(models[i], name)
+            if v is None:
+                continue
+            psi = sum(1 for k in cand if _feature(models[k], name) == v)
+            s += math.sqrt(psi)
+        scores[i] = s
+    best = max(cand, key=lambda i: (scores[i], -i))
+    return parsed[best], scores
+
+
+def sampling_tables(prep: Prepared, profile: str) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """``(curves, selection)``.
+
+    ``curves``: one row per (model, method, benchmark, k) with ``pass@k`` and ``maj@k``
+    (None when undefined) and ``n_problems``; k runs over :func:`k_values` of the largest
+    samples-per-problem of the whole report, so short benchmarks show undefined entries.
+
+    ``selection``: one row per (model, method), for each benchmark and Macro the columns
+    ``avg:<b>`` (avg@k), ``pass@n:<b>``, ``maj@n:<b>`` and ``isc@n:<b>`` with n the
+    benchmark's samples per problem (``n:<b>``). Macro of a selection column is None when
+    a benchmark has no value for it.
+    """
+    t = prep.traj.sort_values(GROUP + ["problem_id", "sample"], kind="stable")
+    ok = f"ok_{profile}"
+    per_group: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+    cur: dict[tuple[str, str, str, str], dict[str, Any]] = {}
+    for m, x, b, pid, pres, st, pp, okv, fm, exp in zip(
+            t["model"], t["method"], t["benchmark"], t["problem_id"], t["present"], t["status"], t["parsed"],
+            t[ok], t["final_model"], t["expected"]):
+        pr = cur.get((m, x, b, pid))
+        if pr is None:
+            pr = cur[(m, x, b, pid)] = {"n": 0, "c": 0, "subs": [], "models": [], "expected": exp}
+            per_group.setdefault((m, x, b), []).append(pr)
+        pr["n"] += 1
+        pr["c"] += bool(okv) if okv is not None and okv == okv else 0
+        pr["subs"].append(pp if pres and st != "error" else None)
+        pr["models"].append(fm)
+    max_n = max((pr["n"] for probs in per_group.values() for pr in probs), default=0)
+    ks = k_values(max_n)
+    curve_rows, sel_rows = [], {}
+    for g, probs in per_group.items():
+        known_expected = all(pr["expected"] is not None for pr in probs)
+        for k in ks:
+            defined = bool(probs) and all(pr["n"] >= k for pr in probs)
+            pk = sum(pass_at_k(pr["n"], pr["c"], k) for pr in probs) / len(probs) if defined else None
+            mk = (sum(maj_at_k(pr["subs"], pr["expected"], profile, k) for pr in probs) / len(probs)
+                  if defined and known_expected else None)
+            curve_rows.append(dict(zip(GROUP, g), k=k, n_problems=len(probs), **{"pass@k": pk, "maj@k": mk}))
+        row = sel_rows.setdefault(g[:2], {"model": g[0], "method": g[1]})
+        b = g[2]
+        ns = {pr["n"] for pr in probs}
+        n = min(ns) if ns else 0
+        row[f"n:{b}"] = n if len(ns) == 1 else f"{min(ns)}-{max(ns)}"
+        planned = prep.planned[g]
+        row[f"avg:{b}"] = sum(pr["c"] for pr in probs) / planned if planned else None
+        row[f"pass@n:{b}"] = (sum(pass_at_k(pr["n"], pr["c"], pr["n"]) for pr in probs) / len(probs)) if probs and n else None
+        if known_expected and probs:
+            row[f"maj@n:{b}"] = sum(grade_parsed(majority_answer(pr["subs"], profile), pr["expected"], profile)
+                                    for pr in probs) / len(probs)
+            row[f"isc@n:{b}"] = sum(grade_parsed(isc_select(pr["subs"], pr["models"], profile)[0], pr["expected"], profile)
+                                    for pr in probs) / len(probs)
+        else:
+            row[f"maj@n:{b}"] = row[f"isc@n:{b}"] = None
+    sel = pd.DataFrame(list(sel_rows.values())).astype(object)
+    sel = sel.where(sel.notna(), None)
+    if len(sel):
+        benches = sorted({g[2] for g in per_group})
+        for kind in ("avg", "pass@n", "maj@n", "isc@n"):
+            vals = [[r.get(f"{kind}:{b}") for b in benches] for r in sel.to_dict("records")]
+            sel[f"{kind}:{MACRO}"] = [sum(v) / len(v) if v and all(x is not None and not pd.isna(x) for x in v) else None
+                                      for v in vals]
+        order = ["model", "method"] + [f"{kind}:{b}" for b in benches + [MACRO] for kind in ("n", "avg", "pass@n", "maj@n", "isc@n")
+                                       if f"{kind}:{b}" in sel.columns]
+        sel = sel[order]
+    return pd.DataFrame(curve_rows, columns=GROUP + ["k", "n_problems", "pass@k", "maj@k"]), sel

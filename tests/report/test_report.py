@@ -1,0 +1,265 @@
+"""Every number of the report on the synthetic ledger of ``synth.py``, worked out by hand.
+
+The expected values below are derived from the scenario table in ``synth.py``'s docstring
+(comments show the arithmetic), not copied from the code's output.
+"""
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+from scipy.stats import norm
+
+from evalcore.reporting import build_report, isc_select, k_values
+from evalcore.reporting.frame import ReportError
+from tests.report.synth import ANSWERS, MODEL_META, PLANNED, ledger_frame, rows
+
+Z = float(norm.ppf(0.975))
+
+
+def wilson(c: int, n: int) -> tuple[float, float]:
+    p = c / n
+    d = 1 + Z * Z / n
+    centre = (p + Z * Z / (2 * n)) / d
+    half = Z * math.sqrt(p * (1 - p) / n + Z * Z / (4 * n * n)) / d
+    return (0.0 if c == 0 else centre - half), (1.0 if c == n else centre + half)
+
+
+@pytest.fixture(scope="module")
+def rep():
+    return build_report(ledger_frame(), ANSWERS, PLANNED, model_meta=MODEL_META, compare=("direct", "opticycle"))
+
+
+def cell(df: pd.DataFrame, **where):
+    m = pd.Series(True, index=df.index)
+    for k, v in where.items():
+        m &= df[k] == v
+    out = df[m]
+    assert len(out) == 1, (where, len(out))
+    return out.iloc[0]
+
+
+def test_main_table_values_intervals_marks_daggers(rep):
+    t = rep.main_table
+    d = cell(t, model="M1", method="direct")
+    o = cell(t, model="M1", method="opticycle")
+    # direct A: a1 x3 right, a2 s0 right, a2 s1 wrong, a2 s2 not run -> 4/6
+    assert d["A"] == pytest.approx(4 / 6) and o["A"] == pytest.approx(3 / 6)
+    assert d["B"] == 0 and o["B"] == 0  # the all-wrong benchmark
+    assert d["C"] == pytest.approx(1 / 2) and o["C"] == pytest.approx(1 / 2)
+    assert d["Macro"] == pytest.approx((4 / 6 + 0 + 1 / 2) / 3)
+    assert o["Macro"] == pytest.approx((3 / 6 + 0 + 1 / 2) / 3)
+    assert (d["A:low"], d["A:high"]) == pytest.approx(wilson(4, 6))
+    assert (o["B:low"], o["B:high"]) == pytest.approx(wilson(0, 4))
+    ps, ns = [4 / 6, 0.0, 0.5], [6, 4, 2]
+    half = Z * math.sqrt(sum(p * (1 - p) / n for p, n in zip(ps, ns)) / 9)
+    assert (d["Macro:low"], d["Macro:high"]) == pytest.approx((sum(ps) / 3 - half, sum(ps) / 3 + half))
+    # marks per backbone, ties included
+    assert (d["A:mark"], o["A:mark"]) == ("best", "second")
+    assert (d["B:mark"], o["B:mark"]) == ("best", "best")
+    assert (d["C:mark"], o["C:mark"]) == ("best", "best")
+    assert (d["Macro:mark"], o["Macro:mark"]) == ("best", "second")
+    m2d, m2o = cell(t, model="M2", method="direct"), cell(t, model="M2", method="opticycle")
+    assert (m2d["C"], m2o["C"]) == (1.0, 0.5) and (m2d["C:mark"], m2o["C:mark"]) == ("best", "second")
+    assert m2d["A"] is None or pd.isna(m2d["A"])
+    assert m2d["Macro"] is None or pd.isna(m2d["Macro"])  # a benchmark without value: no macro
+    # daggers: A has a not-run (direct) and an error (opticycle); Macro inherits
+    assert d["A:dagger"] and o["A:dagger"] and d["Macro:dagger"] and o["Macro:dagger"]
+    assert not d["B:dagger"] and not d["C:dagger"] and not m2d["Macro:dagger"]
+    assert bool(m2d["simulated"]) and not bool(d["simulated"])
+
+
+def test_missing_list(rep):
+    miss = rep.missing.set_index("key")["reason"].to_dict()
+    assert miss == {"M1/direct/A/a2/2": "not run", "M1/opticycle/A/a1/2/h": "timeout exception"}
+
+
+def test_renderers(rep):
+    md = rep.markdown()
+    assert "| M1 | direct | **66.7**† [" in md
+    assert "<u>50.0</u>†" in md
+    assert "direct (simulated)" in md and "**SIMULATED**" in md
+    from evalcore.reporting import to_csv_frame, to_latex
+
+    csv = to_csv_frame(rep.main_table)
+    r = cell(csv, model="M1", method="opticycle")
+    assert r["A"] == 50.0 and r["A_mark"] == "second" and bool(r["A_dagger"]) and r["Macro"] == 33.33
+    tex = to_latex(rep.main_table)
+    assert r"\textbf{66.7}$^\dagger$" in tex and r"\underline{50.0}$^\dagger$" in tex
+    assert "opticycle (simulated)" in tex and tex.count(r"\midrule") == 2
+
+
+def test_tokens(rep):
+    t = rep.tokens
+    d = cell(t, model="M1", method="direct")
+    # prompt 100+10*sample + 50: A rows 150,160,170,150,160 -> 158; B 150,160,150,160 -> 155;
+    # C: c1 150, c2 has no count (left out) -> 150
+    assert (d["A"], d["B"], d["C"]) == pytest.approx((158, 155, 150))
+    assert d["Macro"] == pytest.approx((158 + 155 + 150) / 3)
+    assert d["tokens_missing"] == 1 and d["cached:Macro"] is None
+    o = cell(t, model="M1", method="opticycle")
+    assert o["Macro"] == pytest.approx(400) and o["cached:A"] == pytest.approx(200)
+    assert o["tokens_missing"] == 1  # the error row has no counts
+    assert bool(cell(t, model="M2", method="direct")["simulated"])
+
+
+def test_failure_split_and_exec_rate(rep):
+    f = rep.failures
+    cats = ["correct", "no_submission", "syntactic", "semantic", "missing"]
+    assert cell(f, model="M1", method="direct", benchmark="A")[cats].tolist() == [4, 0, 0, 1, 1]
+    assert cell(f, model="M1", method="direct", benchmark="B")[cats].tolist() == [0, 1, 2, 1, 0]
+    assert cell(f, model="M1", method="opticycle", benchmark="A")[cats].tolist() == [3, 0, 0, 2, 1]
+    assert cell(f, model="M1", method="opticycle", benchmark="B")[cats].tolist() == [0, 0, 1, 3, 0]
+    assert cell(f, model="M1", method="direct", benchmark="all")[cats].tolist() == [5, 1, 2, 3, 1]
+    assert (f[cats].sum(axis=1) == f["planned"]).all()
+    # exec rate: an ok execution and a parseable submission, over planned
+    assert cell(f, model="M1", method="direct", benchmark="A")["exec_rate"] == pytest.approx(5 / 6)
+    assert cell(f, model="M1", method="direct", benchmark="B")["exec_rate"] == pytest.approx(2 / 4)
+    assert cell(f, model="M1", method="opticycle", benchmark="B")["exec_rate"] == pytest.approx(3 / 4)
+    assert cell(f, model="M1", method="direct", benchmark="all")["exec_rate"] == pytest.approx(9 / 12)
+
+
+def test_repair(rep):
+    r = rep.repair
+    assert set(r["method"]) == {"opticycle"}  # direct never makes a second call or execution
+    a = cell(r, model="M1", method="opticycle", benchmark="all")
+    assert (a["first_failed"], a["repaired"]) == (3, 1) and a["repair_rate"] == pytest.approx(1 / 3)
+    assert cell(r, model="M1", method="opticycle", benchmark="C")["repair_rate"] is None
+
+
+def test_pass_and_maj_curves(rep):
+    c = rep.curves
+    assert sorted(set(c["k"])) == [1, 2, 3]
+    da = c[(c.model == "M1") & (c.method == "direct") & (c.benchmark == "A")].set_index("k")
+    # a1: n=3 c=3; a2: n=3 c=1 -> pass@2 = (1 + (1 - C(2,2)/C(3,2))) / 2
+    assert da.loc[1, "pass@k"] == pytest.approx((1 + 1 / 3) / 2)
+    assert da.loc[2, "pass@k"] == pytest.approx((1 + 2 / 3) / 2)
+    assert da.loc[3, "pass@k"] == pytest.approx(1.0)
+    # maj@2 on a2: infeasible vs 12 tie -> earliest (infeasible) -> right
+    assert da.loc[2, "maj@k"] == pytest.approx(1.0)
+    cc = c[(c.model == "M1") & (c.method == "direct") & (c.benchmark == "C")].set_index("k")
+    assert cc.loc[1, "pass@k"] == pytest.approx(0.5)
+    assert cc.loc[2, "pass@k"] is None and cc.loc[3, "maj@k"] is None  # undefined, not 0
+    assert c[(c.model == "M1") & (c.benchmark == "B") & (c.k <= 2)]["pass@k"].tolist() == [0.0] * 4
+    assert "| M1 | direct | C | 50.0 | — | — |" in rep.markdown()
+
+
+def test_selection_columns(rep):
+    s = rep.selection
+    d = cell(s, model="M1", method="direct")
+    assert d["maj@n:A"] == pytest.approx(1.0)  # tie on a2 goes to the earliest (infeasible)
+    assert d["isc@n:A"] == pytest.approx(0.5)  # ISC on a2 picks 12: its model features agree with themselves
+    assert d["pass@n:A"] == pytest.approx(1.0) and d["n:A"] == 3 and d["n:C"] == 1
+    assert d["maj@n:B"] == 0 and d["isc@n:B"] == 0
+    assert d["maj@n:Macro"] == pytest.approx((1 + 0 + 0.5) / 3)
+    assert d["isc@n:Macro"] == pytest.approx((0.5 + 0 + 0.5) / 3)
+    o = cell(s, model="M1", method="opticycle")
+    assert o["maj@n:A"] == pytest.approx(1.0) and o["isc@n:A"] == pytest.approx(0.5)
+
+
+def test_isc_scores_by_hand():
+    a = {"sense": "min", "n_binary": 2, "n_integer": 0}
+    b = {"sense": "max", "n_binary": 2, "n_integer": 1}
+    # three candidates: 5 (a), 5 (b), 7 (a); answers 5 agree twice
+    ans, scores = isc_select([5.0, 5.0, 7.0], [a, b, a], "optagentbench")
+    s0 = math.sqrt(2) + math.sqrt(2) + math.sqrt(3) + math.sqrt(2)
+    s1 = math.sqrt(2) + 1 + math.sqrt(3) + 1
+    s2 = 1 + math.sqrt(2) + math.sqrt(3) + math.sqrt(2)
+    assert scores == pytest.approx([s0, s1, s2]) and ans == 5.0
+    # a non-voting candidate scores 0; nothing voting -> None
+    assert isc_select([None, None], [a, a], "optagentbench") == (None, [0.0, 0.0])
+    # tie between candidates -> earliest
+    assert isc_select([3.0, 4.0], [a, a], "optagentbench")[0] == 3.0
+
+
+def test_difficulty(rep):
+    lab = rep.difficulty_labels.set_index(["model", "problem_id"])["difficulty"].to_dict()
+    assert lab[("M1", "a1")] == "Easy" and lab[("M1", "a2")] == "Medium"  # a2: 1 right, 1 wrong, 1 not run
+    assert lab[("M1", "b1")] == lab[("M1", "b2")] == lab[("M1", "c2")] == "Hard" and lab[("M1", "c1")] == "Easy"
+    d = rep.difficulty[rep.difficulty["benchmark"] == "all"]
+    o = d[(d.model == "M1") & (d.method == "opticycle")].set_index("difficulty")
+    # Easy a1 (1 of 3) + c1 (0 of 1); Medium a2 (2 of 3); Hard B (0 of 4) + c2 (1 of 1)
+    assert (o.loc["Easy", "correct"], o.loc["Easy", "planned"]) == (1, 4)
+    assert o.loc["Medium", "acc"] == pytest.approx(2 / 3) and o.loc["Hard", "acc"] == pytest.approx(1 / 5)
+
+
+def test_paired(rep):
+    p = rep.paired
+    a = cell(p, model="M1", benchmark="A")
+    # a1s0 both, a1s1 A only, a1s2 A only (B error), a2s0 both, a2s1 B only, a2s2 neither
+    assert (a["a_only"], a["b_only"], a["both"], a["neither"]) == (2, 1, 2, 1)
+    assert a["net_gain"] == pytest.approx(1 / 6)
+    assert a["p_value"] == pytest.approx(min(1.0, 2 * (1 + 3) / 8))
+    al = cell(p, model="M1", benchmark="all")
+    assert (al["n"], al["a_only"], al["b_only"]) == (12, 3, 2)
+    var = ((3 + 2) / 12 - (1 / 12) ** 2) / 12
+    assert (al["low"], al["high"]) == pytest.approx((1 / 12 - Z * math.sqrt(var), 1 / 12 + Z * math.sqrt(var)))
+
+
+def test_grading_sensitivity(rep):
+    s = rep.sensitivity
+    d, o = cell(s, model="M1", method="direct"), cell(s, model="M1", method="opticycle")
+    assert d["A[sirl]"] == pytest.approx(3 / 6)  # 10.001 vs 10: 1e-3/11 >= 1e-6
+    assert d["A[optagentbench]"] == pytest.approx(4 / 6) and d["A[orlm]"] == pytest.approx(4 / 6)
+    assert o["C[orlm]"] == pytest.approx(1.0) and o["C[optagentbench]"] == pytest.approx(0.5)  # 100.5 -> 101
+    assert o["Macro[orlm]"] == pytest.approx((0.5 + 0 + 1) / 3)
+
+
+def test_latency(rep):
+    lt = rep.latency
+    d = cell(lt, model="M1", method="direct")
+    # walls 1+sample over 11 rows: 1 x6, 2 x4, 3 x1 -> median 1, p90 (index 9 of 10) 2
+    assert (d["wall_median_s"], d["wall_p90_s"]) == (1.0, 2.0)
+    assert d["call_median_s"] == 0.5 and d["calls_per_traj"] == 1.0
+    o = cell(lt, model="M1", method="opticycle")
+    # 11 rows with calls (1 s, 3 s) and the error row with none: 22 latencies
+    assert (o["call_median_s"], o["call_p90_s"]) == (2.0, 3.0)
+    assert o["calls_per_traj"] == pytest.approx(22 / 12) and o["execs_per_traj"] == pytest.approx(13 / 12)
+
+
+def test_profile_change_regrades(rep):
+    r = build_report(ledger_frame(), ANSWERS, PLANNED, profile="sirl")
+    assert cell(r.main_table, model="M1", method="direct")["A"] == pytest.approx(3 / 6)
+
+
+def test_plan_table_names_missing_and_rejects_unplanned_rows():
+    plan = pd.DataFrame([dict(key=f"{m}/{x}/{b}/{p}/{s}/h", model=m, method=x, benchmark=b, problem_id=p, sample=s)
+                         for (m, x, b), n in PLANNED.items()
+                         for p in sorted(ANSWERS[b].answers) for s in range(n // len(ANSWERS[b]))])
+    r = build_report(ledger_frame(), ANSWERS, plan)
+    assert "M1/direct/A/a2/2/h" in set(r.missing["key"])
+    bad = dict(PLANNED)
+    del bad[("M2", "direct", "C")]
+    with pytest.raises(ReportError, match="M2/direct/C"):
+        build_report(ledger_frame(), ANSWERS, bad)
+    over = {**PLANNED, ("M1", "direct", "C"): 1}
+    with pytest.raises(ReportError, match="2 committed"):
+        build_report(ledger_frame(), ANSWERS, over)
+
+
+def test_counts_without_grid_count_missing():
+    # 7 planned on A cannot be laid on 2 problems: the missing trajectory is counted, not named
+    pl = {**PLANNED, ("M1", "direct", "A"): 7}
+    r = build_report(ledger_frame(), ANSWERS, pl)
+    d = cell(r.main_table, model="M1", method="direct")
+    assert d["A"] == pytest.approx(4 / 7) and d["A:dagger"]
+    assert any("M1/direct/A: 2 planned" in n for n in r.notes)
+    assert cell(r.failures, model="M1", method="direct", benchmark="A")["missing"] == 2
+
+
+def test_k_values():
+    assert k_values(1) == [1] and k_values(8) == [1, 2, 4, 8] and k_values(6) == [1, 2, 4, 6]
+
+
+def test_pyarrow_input_and_duplicate_keys_keep_last():
+    import pyarrow as pa
+
+    from evalcore.records import empty_table
+
+    rs = rows()
+    dup = dict(rs[-1])  # M2 opticycle c2: re-committed, now wrong
+    dup["submission"], dup["submission_value"] = "999", 999.0
+    rs.append(dup)
+    r = build_report(pa.Table.from_pylist(rs, schema=empty_table().schema), ANSWERS, PLANNED)
+    assert cell(r.main_table, model="M2", method="opticycle")["C"] == 0.0
