@@ -119,6 +119,9 @@ def run_metrics(summary: Any, model: str, method: str) -> dict[str, float]:
         b = r["benchmark"]
         out[f"planned/{b}"] = float(r["planned"])
         out[f"missing/{b}"] = float(r["missing"])
+        if r.get("errors") is not None:
+            # status=error rows are scored but wrong; the MLflow view daggers them too
+            out[f"errors/{b}"] = float(r["errors"])
         if r.get("avg") is not None:
             out[f"acc/{b}"] = accs[b] = float(r["avg"])
         if r.get("exec_rate") is not None:
@@ -348,6 +351,8 @@ class Tracker:
 
                 pq.write_table(table.filter(mask), d / "trajectories.parquet", compression="zstd")
                 part = summary[(summary["model"] == model) & (summary["method"] == method)]
+                if "simulated" in part.columns and bool(part["simulated"].fillna(False).any()):
+                    self.client.set_tag(run_id, "opteval.simulated", "true")
                 (d / "results.md").write_text(results_markdown(part, f"{self.sweep}: {model}/{method}"))
                 self.client.log_artifact(run_id, str(d / "trajectories.parquet"))
                 self.client.log_artifact(run_id, str(d / "results.md"))
@@ -356,6 +361,17 @@ class Tracker:
             self._log_metrics(self.parent_id, total, 0, ts)
             (Path(tmp) / "results.md").write_text(results_markdown(summary, self.sweep))
             self.client.log_artifact(self.parent_id, str(Path(tmp) / "results.md"))
+
+    def log_report(self, paths: Iterable[Path], root: Path) -> None:
+        """Attach a written report (Markdown, CSV, LaTeX, plots) to the sweep's parent run."""
+        if self.active:
+            self._guard("log the report", self._log_report, list(paths), root)
+
+    def _log_report(self, paths: list[Path], root: Path) -> None:
+        for path in paths:
+            rel = path.relative_to(root).parent
+            sub = "report" if str(rel) == "." else f"report/{rel.as_posix()}"
+            self.client.log_artifact(self.parent_id, str(path), sub)
 
     def finish(self, status: str = "FINISHED") -> None:
         if not self.active:

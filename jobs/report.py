@@ -1,36 +1,144 @@
-"""Print a sweep's results table from its ledger; optionally re-log it to MLflow.
+"""Read a sweep's results: tables, statistics and plots computed from its ledger.
 
-    python jobs/report.py sweep.name=try1 [sweep.output_dir=results] [--sync-mlflow]
+    python jobs/report.py sweep.name=try1 [sweep.output_dir=results] [options]
 
-The table is computed from the Parquet ledger (never from memory): avg@k per
-model x method x benchmark over the *planned* trajectories (missing ones count as
-wrong), macro, tokens and missing counts. ``--sync-mlflow`` re-logs every run,
-metric and artifact from the ledger (idempotent: the same runs are reused and an
-unchanged ledger adds no metric rows), for sweeps that ran while MLflow was down.
+Options:
+    --out DIR            where report.md, main_table.{csv,tex}, tables/ and plots/ go
+                         (default: <output_dir>/<sweep.name>/report when local)
+    --profile NAME       grading profile of the main table (default: the sweep's grading.profile)
+    --compare A,B        paired comparison of methods A and B (McNemar, net gain)
+    --summary            print only the short results table (no full report)
+    --sync-mlflow        re-log every run, metric and artifact from the ledger (idempotent)
+    --from-mlflow        rebuild the main table from the tracking server alone (mlflow.search_runs)
+
+Everything is computed from the Parquet ledger (never from memory): avg@k over the
+*planned* trajectories (missing ones count as wrong), macro, tokens, missing keys.
 No Ray import.
 """
 from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from cluster.config import ConfigError, load_config  # noqa: E402
+from cluster.config import ConfigError, load_config, model_config  # noqa: E402
 from cluster.ledger import Ledger, LedgerError  # noqa: E402
 from cluster.tracking import Tracker, results_markdown, summarize_ledger, sync_from_ledger, ui_command  # noqa: E402
+
+FLAGS = ("--sync-mlflow", "--from-mlflow", "--summary")
+VALUED = ("--out", "--profile", "--compare")
+
+
+class UsageError(ValueError):
+    pass
+
+
+def parse_args(argv: list[str]) -> tuple[dict[str, Any], list[str]]:
+    """Split our flags from the OmegaConf dotlist (which names the sweep)."""
+    opts: dict[str, Any] = {f: False for f in FLAGS}
+    opts.update({v: None for v in VALUED})
+    rest: list[str] = []
+    it = iter(argv)
+    for arg in it:
+        name, eq, value = arg.partition("=")
+        if arg in FLAGS:
+            opts[arg] = True
+        elif name in VALUED:
+            if not eq:
+                value = next(it, None)
+                if value is None:
+                    raise UsageError(f"{name} needs a value")
+            opts[name] = value
+        elif arg.startswith("--"):
+            raise UsageError(f"unknown option {arg} (known: {', '.join(FLAGS + VALUED)})")
+        else:
+            rest.append(arg)
+    return opts, rest
+
+
+def model_meta(models: list[str]) -> dict[str, dict[str, Any]]:
+    """Family and size per model, for the size plots (absent configs are skipped)."""
+    meta: dict[str, dict[str, Any]] = {}
+    for name in models:
+        try:
+            mc = model_config(name)
+        except ConfigError:
+            continue
+        meta[name] = {"family": mc.get("family") or name, "size_b": mc.get("size_b")}
+    return meta
+
+
+def answer_keys(cfg: Any, benchmarks: list[str]) -> dict[str, Any]:
+    """The driver-side answer keys; a benchmark whose data is absent keeps its stored grades."""
+    from evalcore.problems import BenchmarkLoadError, data_dir, load_benchmark
+
+    keys: dict[str, Any] = {}
+    for slug in benchmarks:
+        try:
+            keys[slug] = load_benchmark(slug, data_dir(cfg.data.dir))[1]
+        except (BenchmarkLoadError, LookupError, OSError) as exc:
+            print(f"note: no answer key for {slug} ({exc}); using the grades stored in the ledger",
+                  file=sys.stderr)
+    return keys
+
+
+def full_report(cfg: Any, ledger: Ledger, opts: dict[str, Any], tracker: Tracker | None) -> int:
+    from evalcore.reporting import build_report
+
+    plan = ledger.read_plan()
+    plan_df = plan.to_pandas()
+    table = ledger.read_table().to_pandas()
+    profile = opts["--profile"] or cfg.grading.profile
+    compare = tuple(opts["--compare"].split(",")) if opts["--compare"] else None
+    if compare is not None and len(compare) != 2:
+        raise UsageError(f"--compare takes two methods A,B; got {opts['--compare']!r}")
+    out = Path(opts["--out"]) if opts["--out"] else default_out(ledger)
+    report = build_report(table, answer_keys(cfg, sorted(plan_df["benchmark"].unique())), plan_df,
+                          model_meta=model_meta(sorted(plan_df["model"].unique())), profile=profile,
+                          compare=compare)
+    paths = report.write(out)
+    print(report.markdown())
+    print(f"report written to {out} ({len(paths)} files: report.md, main_table.csv, main_table.tex, plots/)")
+    if tracker is not None:
+        tracker.log_report(paths, out)
+    return 0
+
+
+def default_out(ledger: Ledger) -> Path:
+    uri = str(ledger.uri)
+    if "://" in uri and not uri.startswith("file://"):
+        raise UsageError(f"the ledger is on {uri}; pass --out DIR for the report files")
+    return Path(uri.removeprefix("file://")) / "report"
+
+
+def from_mlflow(cfg: Any) -> int:
+    from cluster.mlflow_views import MlflowViewError, table_from_mlflow
+    from cluster.tracking import tracking_uri
+    from evalcore.reporting import to_markdown
+
+    uri = tracking_uri(cfg.tracking.uri, cfg.sweep.output_dir)
+    try:
+        table = table_from_mlflow(uri, cfg.tracking.experiment, cfg.sweep.name)
+    except MlflowViewError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(to_markdown(table))
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    sync = "--sync-mlflow" in argv
-    argv = [a for a in argv if a != "--sync-mlflow"]
     try:
-        cfg = load_config(argv)
+        opts, rest = parse_args(argv)
+        cfg = load_config(rest)
+        if opts["--from-mlflow"]:
+            return from_mlflow(cfg)
         ledger = Ledger.open_existing(cfg.sweep.output_dir, cfg.sweep.name)
-    except (ConfigError, LedgerError) as exc:
+    except (ConfigError, LedgerError, UsageError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     plan = ledger.read_plan()
@@ -38,7 +146,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {ledger.uri} has no plan.parquet (the sweep never started)", file=sys.stderr)
         return 2
     table = ledger.read_table()
-    if sync:
+    tracker = None
+    if opts["--sync-mlflow"]:
         tracker = Tracker.from_config(cfg)
         tracker.enabled = True  # an explicit --sync-mlflow overrides tracking.enabled=false
         summary = sync_from_ledger(ledger, tracker)
@@ -48,12 +157,21 @@ def main(argv: list[str] | None = None) -> int:
             print(f"MLflow sync failed ({tracker.uri}); see the warnings above", file=sys.stderr)
     else:
         summary = summarize_ledger(table, plan)
-    print(results_markdown(summary, f"sweep {cfg.sweep.name}"))
     committed = int(summary["scored"].sum()) if len(summary) else 0
+    if opts["--summary"]:
+        print(results_markdown(summary, f"sweep {cfg.sweep.name}"))
+    else:
+        from evalcore.reporting import ReportError
+
+        try:
+            full_report(cfg, ledger, opts, tracker if tracker is not None and tracker.active else None)
+        except (UsageError, ReportError) as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
     print(f"planned {plan.num_rows} trajectories, committed {committed}, missing {plan.num_rows - committed}")
     print(f"ledger: {ledger.uri}/trajectories (Parquet; pandas.read_parquet or "
           f"duckdb \"SELECT * FROM '{ledger.uri}/trajectories/**/*.parquet'\")")
-    return 0 if not sync or tracker.active else 1
+    return 0 if tracker is None or tracker.active else 1
 
 
 if __name__ == "__main__":

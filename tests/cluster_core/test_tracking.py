@@ -95,7 +95,7 @@ def test_report_sync_cli(synced, capsys):
     report = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(report)
     rc = report.main([f"sweep.output_dir={out}", "sweep.name=trk", f"tracking.uri=sqlite:///{out}/mlflow.db",
-                      "tracking.experiment=opteval-test", "--sync-mlflow"])
+                      "tracking.experiment=opteval-test", "--sync-mlflow", "--summary"])
     text = capsys.readouterr().out
     assert rc == 0 and "SIMULATED" in text and "missing 2" in text and "mlflow ui --backend-store-uri" in text
 
