@@ -94,6 +94,12 @@ def open_filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
     return pafs.LocalFileSystem(), os.path.abspath(os.path.expanduser(uri))
 
 
+def join_uri(uri: str, name: str) -> str:
+    """``uri`` + ``/name``, keeping a ``?query`` (S3 options) at the end where it belongs."""
+    base, sep, query = uri.partition("?")
+    return f"{base.rstrip('/')}/{name}{sep}{query}"
+
+
 def _is_hidden(rel: str) -> bool:
     return any(part.startswith((".", "_")) for part in rel.split("/"))
 
@@ -285,7 +291,7 @@ class Ledger:
 
         fs, base = open_filesystem(uri)
         root = f"{base}/{sweep_name}"
-        led = cls(fs, root, f"{uri.rstrip('/')}/{sweep_name}", read_only=read_only, compact_every=compact_every)
+        led = cls(fs, root, join_uri(uri, sweep_name), read_only=read_only, compact_every=compact_every)
         old = led.manifest()
         changes: list[str] = []
         if old is not None and old.get("fingerprint") != fingerprint:
@@ -311,7 +317,7 @@ class Ledger:
     def open_existing(cls, uri: str, sweep_name: str) -> "Ledger":
         """Read-only access to an existing sweep (reports), without a config check."""
         fs, base = open_filesystem(uri)
-        led = cls(fs, f"{base}/{sweep_name}", f"{uri.rstrip('/')}/{sweep_name}", read_only=True, compact_every=64)
+        led = cls(fs, f"{base}/{sweep_name}", join_uri(uri, sweep_name), read_only=True, compact_every=64)
         if led.manifest() is None:
             raise LedgerError(f"no sweep {sweep_name!r} at {led.uri} (no {MANIFEST})")
         led._load()
@@ -545,17 +551,23 @@ class Ledger:
         d, name = final.rsplit("/", 1)
         return f"{d}/.{name}.{uuid.uuid4().hex[:8]}.tmp"
 
+    def _make_parent(self, path: str) -> None:
+        """Local filesystems need the directory; object stores have none (creating the
+        markers there would cost a HEAD and one PUT per path level on every commit)."""
+        if not self.object_store:
+            self.fs.create_dir(path.rsplit("/", 1)[0], recursive=True)
+
     def _atomic_write_table(self, table: pa.Table, final: str) -> None:
-        self.fs.create_dir(final.rsplit("/", 1)[0], recursive=True)
+        self._make_parent(final)
         tmp = self._tmp_path(final)
-        self.fs.create_dir(tmp.rsplit("/", 1)[0], recursive=True)
+        self._make_parent(tmp)
         pq.write_table(table, tmp, filesystem=self.fs, compression="zstd")
         self._publish(tmp, final)
 
     def _put_json(self, name: str, obj: Any) -> None:
         final = f"{self.root}/{name}"
         tmp = self._tmp_path(final)
-        self.fs.create_dir(tmp.rsplit("/", 1)[0], recursive=True)
+        self._make_parent(tmp)
         with self.fs.open_output_stream(tmp) as f:
             f.write(json.dumps(obj, indent=1, default=str).encode())
         self._publish(tmp, final)
