@@ -23,6 +23,7 @@ import pandas as pd
 
 from evalcore.grading import grade_parsed
 from evalcore.metrics import majority_answer, maj_at_k, pass_at_k
+from evalcore.selection import isc_select  # noqa: F401  (re-exported)
 from evalcore.reporting.frame import GROUP, Prepared, _nn
 from evalcore.reporting.tables import MACRO
 
@@ -36,45 +37,6 @@ def k_values(max_n: int) -> list[int]:
     if max_n >= 1 and ks[-1] != max_n:
         ks.append(max_n)
     return ks
-
-
-def _feature(fm: Any, name: str) -> Any:
-    if not isinstance(fm, dict):
-        return None
-    v = fm.get(name)
-    return None if v is None else v
-
-
-def isc_select(parsed: Sequence[Any], models: Sequence[Any], profile: str) -> tuple[Any, list[float]]:
-    """SIRL instance-enhanced self-consistency: the selected answer and every candidate's
-    score (None-answer candidates score 0 and are never selected). See the module doc."""
-    cand = [i for i, p in enumerate(parsed) if p is not None]
-    scores = [0.0] * len(parsed)
-    if not cand:
-        return None, scores
-    # O: greedy clustering of answers that grade equal (as the majority vote does)
-    reps: list[Any] = []
-    cluster = {}
-    for i in cand:
-        for j, rep in enumerate(reps):
-            if grade_parsed(parsed[i], rep, profile):
-                cluster[i] = j
-                break
-        else:
-            reps.append(parsed[i])
-            cluster[i] = len(reps) - 1
-    o_count = {j: sum(1 for i in cand if cluster[i] == j) for j in range(len(reps))}
-    for i in cand:
-        s = math.sqrt(o_count[cluster[i]])
-        for name in ("sense", "n_binary", "n_integer"):
-            v = _feature(models[i], name)
-            if v is None:
-                continue
-            psi = sum(1 for k in cand if _feature(models[k], name) == v)
-            s += math.sqrt(psi)
-        scores[i] = s
-    best = max(cand, key=lambda i: (scores[i], -i))
-    return parsed[best], scores
 
 
 def sampling_tables(prep: Prepared, profile: str) -> tuple[pd.DataFrame, pd.DataFrame]:
