@@ -1,0 +1,85 @@
+"""Starting or joining Ray for a sweep driver, and leaving only what we started.
+
+Why a module of its own: the driver either owns a throwaway local cluster (a laptop,
+the tests) or is a guest on a long-lived one (``ray job submit``). Only in the first
+case may it shut Ray down at the end; in the second, ``RAY_ADDRESS`` tells us so.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+NAMESPACE = "opteval"
+
+
+@dataclass
+class RayRuntime:
+    """What :func:`connect` did, so :func:`disconnect` undoes exactly that."""
+
+    started_local: bool  # this process started the cluster (shut it down at the end)
+    connected_here: bool  # this process called ray.init (ray.shutdown at the end)
+    address: str | None
+
+
+def resolve_address(cfg_address: str | None) -> str | None:
+    """Config wins, then ``RAY_ADDRESS`` (set by ``ray job submit``), else None = start local."""
+    if cfg_address:
+        return str(cfg_address)
+    env = os.environ.get("RAY_ADDRESS")
+    return env or None
+
+
+def _local_init_kwargs(num_cpus: int | None, dashboard: bool) -> dict[str, Any]:
+    """A throwaway cluster: no token auth, no dashboard unless asked, our code importable."""
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    pythonpath = os.pathsep.join([str(REPO_ROOT)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])
+    return {
+        "num_cpus": num_cpus or os.cpu_count() or 1,
+        "include_dashboard": dashboard,
+        "namespace": NAMESPACE,
+        "log_to_driver": True,
+        "runtime_env": {"env_vars": {"PYTHONPATH": pythonpath, "RAY_AUTH_MODE": "disabled"}},
+    }
+
+
+def connect(cfg_address: str | None = None, num_cpus: int | None = None, dashboard: bool = False) -> RayRuntime:
+    """Join the configured/ambient cluster, or start a local one; reuse an initialized Ray."""
+    import ray
+
+    if ray.is_initialized():
+        return RayRuntime(started_local=False, connected_here=False, address=None)
+    if str(REPO_ROOT) not in sys.path:
+        sys.path.insert(0, str(REPO_ROOT))
+    address = resolve_address(cfg_address)
+    if address:
+        ray.init(address=address, namespace=NAMESPACE, log_to_driver=True)
+        return RayRuntime(started_local=False, connected_here=True, address=address)
+    ray.init(**_local_init_kwargs(num_cpus, dashboard))
+    return RayRuntime(started_local=True, connected_here=True, address=None)
+
+
+def disconnect(rt: RayRuntime) -> None:
+    """Shut down Serve and Ray only when this process started them."""
+    import ray
+
+    if rt.started_local:
+        try:
+            from ray import serve
+
+            serve.shutdown()
+        except Exception:  # noqa: BLE001 - best effort on the way out
+            pass
+    if rt.connected_here and ray.is_initialized():
+        ray.shutdown()
+
+
+def available_cpus() -> int:
+    """CPUs the cluster offers in total (not just free), at least 1."""
+    import ray
+
+    return max(1, int(ray.cluster_resources().get("CPU", 1)))

@@ -1,0 +1,155 @@
+"""Async harness-worker actors: many trajectories at once, one chat client per endpoint.
+
+A worker gets a ``TrajectoryTask`` (a ``ProblemSpec``: never an answer), runs the
+method's harness against the endpoint and the executor actors, and returns either the
+``Trajectory`` or a ``WorkerFailure`` naming an infrastructure cause (endpoint
+unreachable, executor lost, harness crash) that the driver may retry. The harness
+logic itself lives in ``evalcore.harnesses``; nothing here knows about prompts.
+"""
+from __future__ import annotations
+
+import time
+import traceback
+from dataclasses import dataclass, field
+from typing import Any
+
+import ray
+
+from cluster.executors import RayExecutor, _Shared
+from cluster.serving import Endpoint
+from evalcore.harnesses.base import Budgets
+from evalcore.models.base import ModelError, Sampling
+from evalcore.problems import ProblemSpec
+from evalcore.records import STATUS_ERROR, Trajectory
+from evalcore.sandbox.types import Limits
+
+
+def worker_name(sweep: str, index: int) -> str:
+    return f"opteval/{sweep}/worker-{index}"
+
+
+@dataclass
+class TrajectoryTask:
+    """Everything one trajectory needs on a worker. Holds no answer by construction."""
+
+    key: str
+    model: str
+    method: str
+    harness: str
+    extraction: str
+    problem: ProblemSpec
+    sample: int
+    sampling: Sampling
+    budgets: Budgets
+    endpoint: Endpoint
+
+
+@dataclass
+class WorkerFailure:
+    """An infrastructure failure observed on the worker; the driver retries it."""
+
+    reason: str
+    trajectory: Trajectory | None = None  # what the harness produced, if anything
+    wall_s: float = 0.0
+    details: list[str] = field(default_factory=list)
+
+
+def build_client(ep: Endpoint) -> Any:
+    """An HTTP client for served endpoints; in-process backends (replay) via make_model."""
+    if ep.base_url:
+        from evalcore.models.openai_backend import OpenAIChatModel
+
+        return OpenAIChatModel(
+            name=ep.name,
+            base_url=ep.base_url,
+            model_id=ep.model_id,
+            api_key_env=ep.api_key_env,
+            timeout_s=ep.timeout_s,
+            max_retries=ep.max_retries,
+            extra_body=dict(ep.extra_body or {}),
+        )
+    from evalcore.models import make_model
+
+    return make_model(dict(ep.model_cfg or {}))
+
+
+@ray.remote(max_restarts=-1, max_task_retries=0, num_cpus=0)
+class HarnessWorker:
+    """Runs trajectories concurrently on one event loop (model calls and executions are I/O here)."""
+
+    def __init__(self, executor_names: list[str], default_limits: Limits | None = None) -> None:
+        # Names, not handles: a restarted worker looks the executors up again (constructor
+        # arguments held in the object store could be gone by then).
+        self._shared = _Shared([ray.get_actor(n) for n in executor_names])
+        import evalcore.extraction  # noqa: F401  - pay the imports at start, not in the first trajectory
+        import evalcore.harnesses.direct, evalcore.harnesses.opticycle, evalcore.harnesses.optistate  # noqa: E401,F401
+        import evalcore.models.openai_backend  # noqa: F401
+        self._default_limits = default_limits or Limits()
+        self._clients: dict[tuple, Any] = {}
+        self._running = 0
+
+    async def ping(self) -> bool:
+        return True
+
+    def _client(self, ep: Endpoint) -> Any:
+        key = (ep.name, ep.base_url, ep.model_id)
+        if key not in self._clients:
+            self._clients[key] = build_client(ep)
+        return self._clients[key]
+
+    async def run(self, task: TrajectoryTask) -> Trajectory | WorkerFailure:
+        self._running += 1
+        try:
+            return await self._run(task)
+        finally:
+            self._running -= 1
+
+    async def _run(self, task: TrajectoryTask) -> Trajectory | WorkerFailure:
+        from evalcore.harnesses import get_harness
+        from evalcore.harnesses.base import HarnessContext
+
+        executor = RayExecutor(self._shared, task.budgets.exec_limits or self._default_limits)
+        ctx = HarnessContext(
+            model=self._client(task.endpoint), executor=executor, sampling=task.sampling,
+            sample=task.sample, budgets=task.budgets, model_name=task.model, method=task.method,
+            extraction=task.extraction,
+        )
+        start = time.perf_counter()
+        try:
+            traj = await get_harness(task.harness).run(task.problem, ctx)
+        except ModelError as exc:
+            return WorkerFailure(f"endpoint unreachable: {exc}", wall_s=time.perf_counter() - start)
+        except Exception as exc:  # noqa: BLE001 - a harness crash is reported, never lost
+            tb = traceback.format_exc(limit=6)
+            return WorkerFailure(f"harness crashed: {type(exc).__name__}: {exc}", details=[tb],
+                                 wall_s=time.perf_counter() - start)
+        return _finish(task, traj, executor, time.perf_counter() - start)
+
+    async def stats(self) -> dict[str, int]:
+        return {"running": self._running, "clients": len(self._clients)}
+
+
+def _finish(task: TrajectoryTask, traj: Trajectory, executor: RayExecutor, wall_s: float) -> Trajectory | WorkerFailure:
+    """Stamp identity fields; turn executor losses and harness-reported errors into retries."""
+    traj.key = task.key
+    traj.model, traj.method = task.model, task.method
+    traj.benchmark, traj.problem_id, traj.sample = task.problem.benchmark, task.problem.id, task.sample
+    if not traj.wall_s:
+        traj.wall_s = wall_s
+    if executor.losses:
+        return WorkerFailure(f"executor lost: {executor.losses[0]}", trajectory=traj, wall_s=wall_s)
+    if traj.status == STATUS_ERROR:
+        reason = traj.errors[-1] if traj.errors else "harness reported an infrastructure error"
+        return WorkerFailure(str(reason), trajectory=traj, wall_s=wall_s)
+    return traj
+
+
+def start_workers(sweep: str, count: int, concurrency: int, executor_names: list[str],
+                  default_limits: Limits | None = None) -> list[Any]:
+    """Named worker actors in the driver's namespace, each finding the executors by name."""
+    handles = []
+    for i in range(count):
+        opts = {"name": worker_name(sweep, i), "max_concurrency": max(1, int(concurrency)) + 8}
+        handles.append(HarnessWorker.options(**opts).remote(list(executor_names), default_limits))
+    ray.get([h.ping.remote() for h in handles], timeout=300)
+    return handles

@@ -1,0 +1,53 @@
+"""Run (or resume) a sweep: ``python jobs/sweep.py [config.yaml] [key=value ...]``.
+
+With no arguments: the embedded demo (a local Ray started here, the simulated policy on
+Ray Serve, the sample benchmark, the three harnesses, ``samples.default`` per problem).
+On a cluster: ``ray job submit --working-dir . -- python jobs/sweep.py ...`` (the
+address comes from ``RAY_ADDRESS``). Re-running with the same ``sweep.name`` resumes.
+``plan_only=true`` prints ``planned <N> trajectories`` and exits without importing Ray.
+
+Exit codes: 0 done, 2 bad configuration (the message names the key), 130 interrupted
+(SIGINT/SIGTERM; what finished is committed and the same command resumes).
+"""
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+EXIT_CONFIG = 2
+
+
+def main(argv: list[str] | None = None) -> int:
+    from cluster.config import ConfigError, load_config
+    from cluster.ledger import ConfigChangedError
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        cfg = load_config(argv)
+        if bool(cfg.plan_only):
+            return plan_only(cfg)
+        from cluster.scheduler import run_sweep
+
+        return run_sweep(cfg)
+    except (ConfigError, ConfigChangedError) as exc:
+        print(f"config error: {exc}", file=sys.stderr, flush=True)
+        return EXIT_CONFIG
+
+
+def plan_only(cfg) -> int:
+    """Expand the plan and consult the ledger; never imports Ray."""
+    from cluster.scheduler import plan_report, prepare
+
+    prep = prepare(cfg, read_only=True)
+    print(plan_report(prep), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    sys.exit(main())

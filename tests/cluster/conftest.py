@@ -1,0 +1,133 @@
+"""One local Ray (with Serve on a free port) for the whole cluster test session.
+
+Why one: starting Ray costs 10-20 s on a busy 2-core machine. Sweeps under test run in
+this process (``run_sweep``) or as ``jobs/sweep.py`` subprocesses that join this cluster
+through ``cluster.address``; every test uses its own sweep name and output directory.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+SWEEP = REPO / "jobs" / "sweep.py"
+
+# A simulated model slow enough that trajectories are in flight when a test kills something.
+SIM_SLOW = """name: sim-slow
+backend: simulated
+family: simulated
+size_b: null
+simulated: {p_correct: 0.6, ttft_s: 0.4, tokens_per_s: 0}
+sampling: {}
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def configs_dir(tmp_path_factory) -> Path:
+    """The repo's configs plus ``sim-slow``; tests select it with ``$OPTEVAL_CONFIGS`` (monkeypatched)."""
+    d = tmp_path_factory.mktemp("configs") / "configs"
+    shutil.copytree(REPO / "configs", d)
+    (d / "models" / "sim-slow.yaml").write_text(SIM_SLOW)
+    return d
+
+
+@pytest.fixture(scope="session")
+def ray_cluster():
+    """(gcs address, serve http port) of the session's local Ray."""
+    import ray
+
+    from cluster.runtime import connect
+
+    os.environ["RAY_AUTH_MODE"] = "disabled"
+    connect(None, num_cpus=2)
+    port = free_port()
+    from cluster.serving import ensure_serve
+
+    ensure_serve(port)
+    address = ray.get_runtime_context().gcs_address
+    yield address, port
+    try:
+        from ray import serve
+
+        serve.shutdown()
+    finally:
+        ray.shutdown()
+
+
+def sweep_args(out: Path, name: str, port: int, *extra: str, models: str = "[sim-fast]",
+               methods: str = "[direct,opticycle,optistate]", limit: int = 3, samples: int = 1) -> list[str]:
+    return [
+        f"sweep.name={name}", f"sweep.output_dir={out}", f"models={models}", f"methods={methods}",
+        "benchmarks=[sample]", f"limit_problems={limit}", f"samples.default={samples}",
+        f"serving.http_port={port}", "progress.interval_s=1", "sweep.commit_batch=2",
+        "sweep.commit_interval_s=0.5", "cluster.workers=2", "cluster.executors=2",
+        f"tracking.uri=sqlite:///{out}/mlflow.db", *extra,
+    ]
+
+
+def spawn_sweep(args: list[str], address: str, log: Path, configs: Path | None = None) -> subprocess.Popen:
+    env = dict(os.environ, RAY_AUTH_MODE="disabled", PYTHONPATH=str(REPO))
+    if configs is not None:
+        env["OPTEVAL_CONFIGS"] = str(configs)
+    return subprocess.Popen([sys.executable, str(SWEEP), *args, f"cluster.address={address}"],
+                            cwd=str(REPO), env=env, stdout=log.open("w"), stderr=subprocess.STDOUT)
+
+
+def committed_files(out: Path, name: str) -> list[Path]:
+    root = out / name / "trajectories"
+    return [p for p in root.rglob("*.parquet") if not any(part.startswith((".", "_")) for part in p.relative_to(root).parts)] if root.exists() else []
+
+
+def wait_for(pred, timeout_s: float, what: str, interval_s: float = 0.2):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        got = pred()
+        if got:
+            return got
+        time.sleep(interval_s)
+    raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
+
+
+def ledger_frame(out: Path, name: str):
+    from cluster.ledger import Ledger
+
+    led = Ledger.open(str(out), name, {}, "", True, read_only=True)
+    return led.read_table().to_pandas()
+
+
+IDENTITY = ["model", "method", "benchmark", "problem_id", "sample", "status", "submission", "correct"]
+
+
+def identities(df) -> list[tuple]:
+    return sorted(tuple(r) for r in df[IDENTITY].astype(str).itertuples(index=False))
+
+
+class _Helpers:
+    """The helpers above as one fixture (test modules cannot import conftest under importlib mode)."""
+
+    sweep_args = staticmethod(sweep_args)
+    spawn_sweep = staticmethod(spawn_sweep)
+    committed_files = staticmethod(committed_files)
+    wait_for = staticmethod(wait_for)
+    ledger_frame = staticmethod(ledger_frame)
+    identities = staticmethod(identities)
+    sweep_py = SWEEP
+    repo = REPO
+
+
+@pytest.fixture(scope="session")
+def h() -> _Helpers:
+    return _Helpers()
