@@ -1,0 +1,36 @@
+"""Untrusted-code execution: a warm fork server, per-run limits and namespaces, persistent sessions.
+
+Public API (DESIGN.md / INTERFACES.md): ``run_program``, ``Session``, ``ForkServer``,
+``LocalExecutor``, ``Limits``, ``ExecResult`` and the outcome constants.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from evalcore.sandbox.server import ENV_NAMESPACES, ForkServer, Session, default_server, run_program
+from evalcore.sandbox.types import (
+    ERROR,
+    KILLED,
+    MEMORY,
+    OK,
+    OUTCOMES,
+    OUTPUT_LIMIT,
+    TIMEOUT,
+    ExecResult,
+    Limits,
+)
+
+__all__ = [
+    "ENV_NAMESPACES", "ERROR", "KILLED", "MEMORY", "OK", "OUTCOMES", "OUTPUT_LIMIT", "TIMEOUT",
+    "ExecResult", "ForkServer", "Limits", "LocalExecutor", "LocalSession", "Session", "default_server",
+    "run_program",
+]
+
+
+def __getattr__(name: str) -> Any:
+    # local.py imports asyncio; keep it out of the fork server's small pre-import footprint
+    if name in ("LocalExecutor", "LocalSession"):
+        from evalcore.sandbox import local
+
+        return getattr(local, name)
+    raise AttributeError(f"module 'evalcore.sandbox' has no attribute {name!r}")

@@ -1,0 +1,368 @@
+"""Code that runs inside a sandboxed child: preparation, the ``submit`` builtin, program and cell execution.
+
+A child is forked from the warm fork server (so numpy, scipy, pulp, pyscipopt, highspy are
+already imported), prepares itself while still root (private mounts, scrubbed environment,
+stdio on pipes, everything else closed, then a throwaway uid), announces ``ready`` and waits
+for work. The fork server applies the run's resource limits with ``prlimit`` before handing
+over the code, so the same prepared child serves a one-shot program or a session's cells.
+
+The only way out besides stdout/stderr is the private channel (fd 3, a SOCK_SEQPACKET
+socket): ``submit`` and the model-capture hooks write JSON messages there, so text the
+program prints can never be mistaken for a submission.
+"""
+from __future__ import annotations
+
+import builtins
+import json
+import linecache
+import math
+import numbers
+import os
+import resource
+import signal
+import socket
+import struct
+import sys
+import time
+import traceback
+import types
+from dataclasses import dataclass
+from typing import Any, NoReturn
+
+from evalcore.sandbox import _ns
+
+CHAN_FD = 3
+REQ_FD = 4
+SUBMIT_MAX_REPR = 4096
+WORKDIR = "/sandbox"
+
+_chan: socket.socket | None = None
+_session_globals: dict[str, Any] | None = None
+
+
+@dataclass
+class ChildConfig:
+    """What the fork server decided for this child before forking it."""
+
+    namespaces: bool
+    uid: int | None  # None: keep the current uid (not root)
+    workdir: str
+    tmpdir: str
+    tmpfs_mb: int
+    netns: bool  # a network namespace of its own (else the server's, which has no network)
+    stdin_path: str = "/dev/null"
+
+
+def emit(msg: dict[str, Any]) -> None:
+    """Send one message to the fork server; never raises into the program."""
+    if _chan is None:
+        return
+    try:
+        _chan.send(json.dumps(msg).encode())
+    except Exception:
+        pass
+
+
+# ---------------------------------------------------------------- submit
+
+
+def _normalize_submission(value: Any) -> Any:
+    if isinstance(value, bool):
+        raise TypeError("submit() takes a number or a status string, not a bool")
+    if isinstance(value, str):
+        if len(repr(value)) > SUBMIT_MAX_REPR:
+            raise ValueError(f"submit(): value too large (repr over {SUBMIT_MAX_REPR} chars)")
+        return value
+    if isinstance(value, int):
+        if len(repr(value)) > SUBMIT_MAX_REPR:
+            raise ValueError(f"submit(): value too large (repr over {SUBMIT_MAX_REPR} chars)")
+        return value if abs(value) < 2**53 else float(value)
+    if isinstance(value, numbers.Real) or hasattr(type(value), "__float__"):
+        try:
+            if hasattr(value, "item") and getattr(value, "size", 1) == 1:
+                value = value.item()  # numpy scalar / 0-d array
+            if isinstance(value, bool):
+                raise TypeError("submit() takes a number or a status string, not a bool")
+            if isinstance(value, int):
+                return value if abs(value) < 2**53 else float(value)
+            return float(value)
+        except (TypeError, ValueError, OverflowError) as exc:
+            raise TypeError(f"submit(): cannot convert {type(value).__name__} to a number: {exc}") from None
+    raise TypeError(f"submit() takes a number or a status string, not {type(value).__name__}")
+
+
+def submit(value: Any) -> None:
+    """Record the program's answer (a number, or a status such as "infeasible"). The last call wins."""
+    try:
+        v = _normalize_submission(value)
+    except (TypeError, ValueError) as exc:
+        emit({"t": "note", "v": str(exc)})
+        try:
+            print(f"[sandbox] {exc}; submission ignored", file=sys.stderr)
+        except Exception:
+            pass
+        return
+    if isinstance(v, float) and not math.isfinite(v):
+        v = repr(v)  # JSON has no nan/inf; grading treats the string like the float (never correct)
+    emit({"t": "submit", "v": v})
+
+
+# ---------------------------------------------------------------- preparation (root)
+
+
+def _mounts(cfg: ChildConfig) -> None:
+    flags = _ns.CLONE_NEWNS | (_ns.CLONE_NEWNET if cfg.netns else 0)
+    _ns.unshare(flags)
+    nosd = _ns.MS_NOSUID | _ns.MS_NODEV
+    _ns.mount("proc", "/proc", "proc", nosd | _ns.MS_NOEXEC)
+    _ns.mount("tmpfs", "/tmp", "tmpfs", nosd, f"mode=1777,size={cfg.tmpfs_mb}m")
+    _ns.mount("tmpfs", "/dev/shm", "tmpfs", nosd, f"mode=1777,size={cfg.tmpfs_mb}m")
+    owner = f",uid={cfg.uid},gid={cfg.uid}" if cfg.uid is not None else ""
+    _ns.mount("tmpfs", cfg.workdir, "tmpfs", nosd, f"mode=0700,size={cfg.tmpfs_mb}m{owner}")
+
+
+def _install_fds(fds: dict[int, int]) -> None:
+    """Put ``fds[target] = source`` in place and close every other descriptor."""
+    import fcntl
+
+    high = {t: fcntl.fcntl(src, fcntl.F_DUPFD_CLOEXEC, 256) for t, src in fds.items()}
+    for target, src in high.items():
+        os.dup2(src, target, inheritable=target <= 2)
+    os.closerange(max(fds) + 1, 1 << 20)
+
+
+def _scrub_env(cfg: ChildConfig) -> None:
+    base = os.path.join(sys.prefix, "bin")
+    env = {
+        "PATH": f"{base}:/usr/local/bin:/usr/bin:/bin",
+        "HOME": cfg.workdir,
+        "LANG": "C.UTF-8",
+        "TMPDIR": cfg.tmpdir,
+        "USER": "sandbox",
+        "LOGNAME": "sandbox",
+        "OMP_NUM_THREADS": "1",
+        "OPENBLAS_NUM_THREADS": "1",
+        "MKL_NUM_THREADS": "1",
+        "MPLBACKEND": "Agg",
+        "MPLCONFIGDIR": os.path.join(cfg.tmpdir, ".mpl"),
+    }
+    os.environ.clear()
+    os.environ.update(env)
+    import tempfile
+
+    tempfile.tempdir = cfg.tmpdir
+
+
+def _drop_privileges(cfg: ChildConfig) -> None:
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    if cfg.uid is not None and os.geteuid() == 0:
+        os.setgroups([])
+        os.setresgid(cfg.uid, cfg.uid, cfg.uid)
+        os.setresuid(cfg.uid, cfg.uid, cfg.uid)
+    _ns.prctl(_ns.PR_SET_NO_NEW_PRIVS, 1)
+    # after the uid change: a credential change clears the parent-death signal
+    _ns.prctl(_ns.PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def child_main(cfg: ChildConfig, out_w: int, err_w: int, chan: socket.socket, req_r: int) -> NoReturn:
+    """Entry point of a freshly forked child; never returns."""
+    global _chan
+    t_start = time.perf_counter()
+    try:
+        _ns.set_name("opteval-run")
+        if cfg.namespaces:
+            _mounts(cfg)
+        else:
+            os.setsid()  # its own process group: the fallback kills the group
+        os.chdir(cfg.workdir)
+        devnull = os.open(cfg.stdin_path, os.O_RDONLY)
+        _install_fds({0: devnull, 1: out_w, 2: err_w, CHAN_FD: chan.fileno(), REQ_FD: req_r})
+        _chan = socket.socket(fileno=CHAN_FD)
+        _scrub_env(cfg)
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGCHLD, signal.SIGHUP, signal.SIGUSR1):
+            signal.signal(sig, signal.default_int_handler if sig == signal.SIGINT else signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_SETMASK, [])
+        _drop_privileges(cfg)
+        sys.stdout.reconfigure(line_buffering=True)
+        sys.stdin = open(0, closefd=False)  # noqa: SIM115 - EOF at once
+        sys.path[0] = cfg.workdir
+        sys.argv = [os.path.join(cfg.workdir, "main.py")]
+        builtins.submit = submit  # type: ignore[attr-defined]
+        emit({"t": "ready", "prep_ms": round((time.perf_counter() - t_start) * 1e3, 2)})
+        _serve(cfg)
+    except BaseException:
+        try:
+            os.write(2, traceback.format_exc().encode())
+        finally:
+            os._exit(70)
+    os._exit(0)
+
+
+# ---------------------------------------------------------------- execution
+
+
+def _read_request() -> dict[str, Any] | None:
+    def exact(n: int) -> bytes | None:
+        buf = b""
+        while len(buf) < n:
+            chunk = os.read(REQ_FD, n - len(buf))
+            if not chunk:
+                return None
+            buf += chunk
+        return buf
+
+    hdr = exact(4)
+    if hdr is None:
+        return None
+    body = exact(struct.unpack("!I", hdr)[0])
+    return None if body is None else json.loads(body)
+
+
+def _print_exception(exc: BaseException) -> None:
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_frame.f_code.co_filename == __file__:
+        tb = tb.tb_next  # hide our own frames: the program sees only its own
+    try:
+        traceback.print_exception(type(exc), exc, tb)
+    except BaseException:
+        try:
+            os.write(2, f"{type(exc).__name__}\n".encode())
+        except OSError:
+            pass
+
+
+def _execute(code: str, filename: str, g: dict[str, Any]) -> tuple[int, str | None]:
+    """Run ``code``; return (exit code, exception class name or None)."""
+    try:
+        exec(compile(code, filename, "exec"), g)  # noqa: S102 - this is the sandbox
+        return 0, None
+    except SystemExit as exc:
+        if exc.code is None:
+            return 0, None
+        if isinstance(exc.code, int):
+            return exc.code, None
+        try:
+            print(exc.code, file=sys.stderr)
+        except Exception:
+            pass
+        return 1, None
+    except BaseException as exc:  # noqa: BLE001 - KeyboardInterrupt included: it is the program's
+        name = "MemoryError" if isinstance(exc, MemoryError) else type(exc).__name__
+        _print_exception(exc)
+        return 1, name
+
+
+def _flush() -> None:
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:
+            pass
+
+
+def _cpu() -> float:
+    a = resource.getrusage(resource.RUSAGE_SELF)
+    b = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return a.ru_utime + a.ru_stime + b.ru_utime + b.ru_stime
+
+
+def _count_own_tasks() -> int:
+    uid, n = os.getuid(), 0
+    try:
+        for name in os.listdir("/proc"):
+            if name.isdigit():
+                try:
+                    n += os.stat(f"/proc/{name}").st_uid == uid
+                except OSError:
+                    pass
+    except OSError:
+        pass
+    return n
+
+
+def _apply_limits(cfg: ChildConfig, lim: dict[str, Any], hard: bool) -> None:
+    """Lower this process's rlimits for the coming run (one-shot) or cell (session).
+
+    The child sets them itself: lowering is always allowed, whereas ``prlimit`` on another
+    uid needs CAP_SYS_RESOURCE, which containers often drop. A one-shot run lowers the hard
+    limits too (irreversible, as it should be); a session must be able to widen them again
+    for the next cell, so cells set soft limits, and the server's wall clock and CPU
+    watchdog enforce from outside.
+    """
+    mb = 1024 * 1024
+    cpu = math.ceil(_cpu() + float(lim.get("cpu_s", 60)))
+    nproc = int(lim.get("max_procs", 64))
+    if cfg.uid is None:  # not root: RLIMIT_NPROC counts every process of our (shared) uid
+        nproc += _count_own_tasks()
+    wanted = {
+        resource.RLIMIT_CPU: (cpu, cpu + 1),
+        resource.RLIMIT_AS: (int(lim.get("memory_mb", 4096)) * mb,) * 2,
+        resource.RLIMIT_FSIZE: (int(float(lim.get("file_mb", 64)) * mb),) * 2,
+        resource.RLIMIT_NPROC: (nproc, nproc),
+    }
+    for res, (soft, want_hard) in wanted.items():
+        cur_soft, cur_hard = resource.getrlimit(res)
+        new_hard = cur_hard
+        if hard and (cur_hard == resource.RLIM_INFINITY or want_hard < cur_hard):
+            new_hard = want_hard
+        if new_hard != resource.RLIM_INFINITY:
+            soft = min(soft, new_hard)
+        try:
+            resource.setrlimit(res, (soft, new_hard))
+        except (ValueError, OSError):
+            pass
+
+
+def _serve(cfg: ChildConfig) -> None:
+    global _session_globals
+    while True:
+        req = _read_request()
+        if req is None:
+            return
+        code = req.get("code", "")
+        _apply_limits(cfg, req.get("limits") or {}, hard=req.get("op") == "run")
+        cpu0 = _cpu()
+        if req.get("op") == "run":
+            path = os.path.join(cfg.workdir, "main.py")
+            try:
+                with open(path, "w") as fh:
+                    fh.write(code)
+            except OSError:
+                linecache.cache[path] = (len(code), None, code.splitlines(True), path)
+            mod = types.ModuleType("__main__")
+            mod.__file__ = path
+            sys.modules["__main__"] = mod
+            status, exc = _execute(code, path, mod.__dict__)
+            try:
+                import threading
+
+                threading._shutdown()  # type: ignore[attr-defined]  # like `python main.py`: join threads
+                import atexit
+
+                atexit._run_exitfuncs()
+            except BaseException:
+                pass
+            _flush()
+            if cfg.namespaces:
+                # every other process of the run (children, setsid grandchildren, CBC) is in
+                # this PID namespace: kill them now, so the server can answer before teardown
+                try:
+                    os.kill(-1, signal.SIGKILL)
+                except OSError:
+                    pass
+            emit({"t": "exit", "code": status, "exc": exc, "cpu": _cpu() - cpu0})
+            try:  # leave the CPU to the server's answer; it kills us right after
+                os.read(REQ_FD, 1)
+            except OSError:
+                pass
+            os._exit(status & 0xFF if status >= 0 else 1)
+        elif req.get("op") == "cell":
+            if _session_globals is None:
+                mod = types.ModuleType("__main__")
+                sys.modules["__main__"] = mod
+                _session_globals = mod.__dict__
+            name = f"<cell {req.get('cell', 0)}>"
+            linecache.cache[name] = (len(code), None, code.splitlines(True), name)
+            status, exc = _execute(code, name, _session_globals)
+            _flush()
+            emit({"t": "cell_done", "code": status, "exc": exc, "cpu": _cpu() - cpu0})

@@ -1,0 +1,323 @@
+"""Model capture: wrap the solve entry points of PuLP, PySCIPOpt, highspy and scipy.optimize.
+
+Installed once in the fork server, so every sandboxed program inherits them. After each solve
+the wrapper sends the model's structure to the fork server over the private channel:
+``{"library", "sense", "n_vars", "n_continuous", "n_binary", "n_integer", "n_constraints",
+"status", "status_raw", "objective"}``. These are the features SIRL's instance-enhanced
+self-consistency votes on. A hook never changes what the solve returns and never raises:
+a capture failure is reported as ``{"library", "error"}`` instead.
+"""
+from __future__ import annotations
+
+import functools
+import inspect
+import math
+from typing import Any, Callable
+
+from evalcore.sandbox import _child
+
+MAX_MODELS = 200
+_count = 0
+
+
+def _norm_status(raw: Any) -> str:
+    s = str(raw).strip().lower()
+    if s in ("optimal", "optimal solution found", "1") or s.startswith("optimal"):
+        return "optimal"
+    if "infeasible or unbounded" in s or s == "inforunbd":
+        return "other"
+    if "infeasible" in s:
+        return "infeasible"
+    if "unbounded" in s:
+        return "unbounded"
+    return "other"
+
+
+def _num(x: Any) -> float | None:
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        return None
+    return v if math.isfinite(v) else None
+
+
+def _emit(library: str, build: Callable[[], dict[str, Any]]) -> None:
+    global _count
+    if _child._chan is None or _count >= MAX_MODELS:
+        return
+    _count += 1
+    try:
+        rec = {"library": library, **build()}
+    except Exception as exc:  # noqa: BLE001 - capture must never break the program
+        rec = {"library": library, "error": f"{type(exc).__name__}: {exc}"[:300]}
+    _child.emit({"t": "model", "v": rec})
+
+
+def _record(library: str, sense: str, cont: int, binary: int, integer: int, ncons: int,
+            status_raw: Any, objective: Any) -> dict[str, Any]:
+    status = _norm_status(status_raw)
+    return {
+        "sense": sense,
+        "n_vars": cont + binary + integer,
+        "n_continuous": cont,
+        "n_binary": binary,
+        "n_integer": integer,
+        "n_constraints": ncons,
+        "status": status,
+        "status_raw": str(status_raw),
+        "objective": _num(objective) if status == "optimal" else None,
+    }
+
+
+# ---------------------------------------------------------------- PuLP
+
+
+def _pulp_features(prob: Any) -> dict[str, Any]:
+    import pulp
+
+    cont = binary = integer = 0
+    for v in prob.variables():
+        if v.cat == pulp.LpInteger or v.cat == pulp.LpBinary:
+            if v.lowBound is not None and v.upBound is not None and v.lowBound >= 0 and v.upBound <= 1:
+                binary += 1
+            else:
+                integer += 1
+        else:
+            cont += 1
+    raw = pulp.LpStatus.get(prob.status, prob.status)
+    obj = pulp.value(prob.objective) if prob.objective is not None else None
+    return _record("pulp", "max" if prob.sense == pulp.LpMaximize else "min", cont, binary, integer,
+                   len(prob.constraints), raw, obj)
+
+
+def _hook_pulp() -> None:
+    import pulp
+
+    orig = pulp.LpProblem.solve
+    if getattr(orig, "_opteval_hook", False):
+        return
+
+    @functools.wraps(orig)
+    def solve(self: Any, *args: Any, **kwargs: Any) -> Any:
+        status = orig(self, *args, **kwargs)
+        _emit("pulp", lambda: _pulp_features(self))
+        return status
+
+    solve._opteval_hook = True  # type: ignore[attr-defined]
+    pulp.LpProblem.solve = solve
+
+
+# ---------------------------------------------------------------- PySCIPOpt
+
+
+def _scip_features(m: Any) -> dict[str, Any]:
+    cont = binary = integer = 0
+    for v in m.getVars():
+        t = v.vtype()
+        if t == "BINARY":
+            binary += 1
+        elif t in ("INTEGER", "IMPLINT"):
+            integer += 1
+        else:
+            cont += 1
+    try:
+        ncons = m.getNConss(transformed=False)
+    except TypeError:
+        ncons = m.getNConss()
+    status = m.getStatus()
+    obj = m.getObjVal() if status == "optimal" else None
+    sense = "max" if str(m.getObjectiveSense()).startswith("max") else "min"
+    return _record("pyscipopt", sense, cont, binary, integer, ncons, status, obj)
+
+
+def _hook_pyscipopt() -> None:
+    import pyscipopt
+    import pyscipopt.scip as scip
+
+    base = scip.Model
+    if getattr(base, "_opteval_hook", False):
+        return
+
+    class Model(base):  # type: ignore[misc, valid-type]
+        """pyscipopt.Model with model capture (the extension type itself cannot be patched)."""
+
+        _opteval_hook = True
+
+        def optimize(self) -> Any:
+            r = base.optimize(self)
+            _emit("pyscipopt", lambda: _scip_features(self))
+            return r
+
+        if hasattr(base, "optimizeNogil"):
+            def optimizeNogil(self) -> Any:  # noqa: N802 - upstream name
+                r = base.optimizeNogil(self)
+                _emit("pyscipopt", lambda: _scip_features(self))
+                return r
+
+    Model.__name__ = Model.__qualname__ = "Model"
+    Model.__module__ = "pyscipopt.scip"
+    pyscipopt.Model = Model
+    scip.Model = Model
+
+
+# ---------------------------------------------------------------- highspy
+
+
+def _highs_features(h: Any) -> dict[str, Any]:
+    import highspy
+
+    lp = h.getLp()
+    n = int(lp.num_col_)
+    integ = list(lp.integrality_) if len(lp.integrality_) else []
+    lo, up = list(lp.col_lower_), list(lp.col_upper_)
+    cont = binary = integer = 0
+    for j in range(n):
+        if integ and integ[j] == highspy.HighsVarType.kInteger:
+            if lo[j] >= 0 and up[j] <= 1:
+                binary += 1
+            else:
+                integer += 1
+        else:
+            cont += 1
+    raw = h.modelStatusToString(h.getModelStatus())
+    sense = "max" if lp.sense_ == highspy.ObjSense.kMaximize else "min"
+    return _record("highspy", sense, cont, binary, integer, int(lp.num_row_), raw,
+                   h.getInfo().objective_function_value)
+
+
+def _hook_highspy() -> None:
+    from highspy import _core
+
+    cls = _core._Highs
+    orig = cls.run
+    if getattr(orig, "_opteval_hook", False):
+        return
+
+    def run(self: Any, *args: Any, **kwargs: Any) -> Any:
+        r = orig(self, *args, **kwargs)
+        _emit("highspy", lambda: _highs_features(self))
+        return r
+
+    run._opteval_hook = True  # type: ignore[attr-defined]
+    cls.run = run
+
+
+# ---------------------------------------------------------------- scipy.optimize
+
+
+def _rows(a: Any) -> int:
+    if a is None:
+        return 0
+    shape = getattr(a, "shape", None)
+    if shape is not None:
+        return int(shape[0]) if len(shape) > 1 else (1 if shape[0] else 0)
+    return len(a)
+
+
+def _bounds_arrays(bounds: Any, n: int) -> tuple[list[float], list[float]]:
+    import numpy as np
+
+    if bounds is None:
+        return [0.0] * n, [math.inf] * n
+    if hasattr(bounds, "lb"):
+        lo = np.broadcast_to(np.asarray(bounds.lb, dtype=float), (n,))
+        up = np.broadcast_to(np.asarray(bounds.ub, dtype=float), (n,))
+        return list(lo), list(up)
+    b = list(bounds)
+    if len(b) == 2 and not isinstance(b[0], (list, tuple)):
+        b = [b] * n
+    lo = [(-math.inf if x[0] is None else float(x[0])) for x in b]
+    up = [(math.inf if x[1] is None else float(x[1])) for x in b]
+    return lo, up
+
+
+def _split_vars(integrality: Any, lo: list[float], up: list[float], n: int) -> tuple[int, int, int]:
+    import numpy as np
+
+    if integrality is None:
+        return n, 0, 0
+    integ = np.broadcast_to(np.asarray(integrality), (n,))
+    cont = binary = integer = 0
+    for j in range(n):
+        if integ[j]:
+            if lo[j] >= 0 and up[j] <= 1:
+                binary += 1
+            else:
+                integer += 1
+        else:
+            cont += 1
+    return cont, binary, integer
+
+
+def _scipy_status(res: Any) -> str:
+    return {0: "optimal", 2: "infeasible", 3: "unbounded"}.get(getattr(res, "status", None), str(getattr(res, "message", "other")))
+
+
+def _linprog_features(bound: inspect.BoundArguments, res: Any) -> dict[str, Any]:
+    import numpy as np
+
+    a = bound.arguments
+    n = int(np.asarray(a["c"]).size)
+    lo, up = _bounds_arrays(a.get("bounds", (0, None)), n)
+    cont, binary, integer = _split_vars(a.get("integrality"), lo, up, n)
+    ncons = _rows(a.get("A_ub")) + _rows(a.get("A_eq"))
+    return _record("scipy.linprog", "min", cont, binary, integer, ncons, _scipy_status(res), getattr(res, "fun", None))
+
+
+def _milp_features(bound: inspect.BoundArguments, res: Any) -> dict[str, Any]:
+    import numpy as np
+
+    a = bound.arguments
+    n = int(np.asarray(a["c"]).size)
+    lo, up = _bounds_arrays(a.get("bounds"), n)
+    cont, binary, integer = _split_vars(a.get("integrality"), lo, up, n)
+    cons = a.get("constraints")
+    if cons is None:
+        ncons = 0
+    elif hasattr(cons, "A") or (isinstance(cons, tuple) and len(cons) == 3 and not hasattr(cons[0], "A")):
+        ncons = _rows(cons.A if hasattr(cons, "A") else np.atleast_2d(cons[0]))
+    else:
+        ncons = sum(_rows(c.A if hasattr(c, "A") else np.atleast_2d(c[0])) for c in cons)
+    return _record("scipy.milp", "min", cont, binary, integer, ncons, _scipy_status(res), getattr(res, "fun", None))
+
+
+def _wrap_scipy(name: str, lib: str, features: Callable[[inspect.BoundArguments, Any], dict[str, Any]]) -> None:
+    import scipy.optimize as so
+
+    orig = getattr(so, name, None)
+    if orig is None or getattr(orig, "_opteval_hook", False):
+        return
+    sig = inspect.signature(orig)
+
+    @functools.wraps(orig)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        res = orig(*args, **kwargs)
+
+        def build() -> dict[str, Any]:
+            bound = sig.bind(*args, **kwargs)
+            bound.apply_defaults()
+            return features(bound, res)
+
+        _emit(lib, build)
+        return res
+
+    wrapper._opteval_hook = True  # type: ignore[attr-defined]
+    setattr(so, name, wrapper)
+
+
+def install() -> list[str]:
+    """Install every hook whose library imports; return the names installed."""
+    done = []
+    for name, fn in (
+        ("pulp", _hook_pulp),
+        ("pyscipopt", _hook_pyscipopt),
+        ("highspy", _hook_highspy),
+        ("scipy.linprog", lambda: _wrap_scipy("linprog", "scipy.linprog", _linprog_features)),
+        ("scipy.milp", lambda: _wrap_scipy("milp", "scipy.milp", _milp_features)),
+    ):
+        try:
+            fn()
+            done.append(name)
+        except Exception:  # noqa: BLE001 - a missing library just means no capture for it
+            pass
+    return done

@@ -1,0 +1,230 @@
+"""Namespaces for the fork server: the PID-namespace factory and the private read-only root.
+
+Both run once per server (the root) or in a small helper process (the factory), never on a
+run's critical path. See ``_server.py`` for the whole process tree.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import struct
+import sys
+
+from evalcore.sandbox import _ns
+from evalcore.sandbox._log import log
+
+WORKDIR = "/sandbox"
+STOCK = 2  # PID namespaces the factory keeps ready
+ETC_FILES = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "passwd", "group", "nsswitch.conf", "hosts",
+             "host.conf", "localtime", "protocols", "services", "ssl", "alternatives", "mime.types", "fonts")
+DEV_NODES = ("null", "zero", "full", "random", "urandom")
+HEAVY_MODULES = ("numpy", "scipy", "scipy.optimize", "scipy.sparse", "pulp", "pyscipopt", "highspy",
+                 "coptpy", "gurobipy")
+
+
+# ====================================================================== namespace factory
+
+
+def _init_loop(death_r: int) -> None:
+    """pid 1 of one run's PID namespace: reap orphans until the server kills us (or dies)."""
+    import select
+
+    _ns.set_name("opteval-init")
+    while True:
+        r, _, _ = select.select([death_r], [], [], 0.5)
+        if r:
+            os._exit(0)
+        while True:
+            try:
+                pid, _ = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                break
+            if pid == 0:
+                break
+
+
+def _new_pid_namespace(self_pidfd: int, sock: socket.socket, death_r: int) -> int:
+    """Fork the init of a brand-new PID namespace; return its pid (ours, the parent's view)."""
+    _ns.unshare(_ns.CLONE_NEWPID)
+    try:
+        z = os.fork()
+    except OSError:
+        _ns.setns(self_pidfd, _ns.CLONE_NEWPID)
+        raise
+    if z == 0:
+        try:
+            sock.close()
+            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+            _init_loop(death_r)
+        finally:
+            os._exit(0)
+    # back to our own namespace for children, so the next unshare can make a new one
+    _ns.setns(self_pidfd, _ns.CLONE_NEWPID)
+    return z
+
+
+def _factory_loop(sock: socket.socket, death_r: int) -> None:
+    """Serve "join" once, then "mk" requests from a small stock of ready namespaces.
+
+    One fork of this small process per namespace (~0.5 ms); the inits are reaped
+    automatically (SIGCHLD ignored) and the server watches them through pidfds.
+    """
+    _ns.set_name("opteval-nsfac")
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+    self_pidfd = os.pidfd_open(os.getpid())
+    stock: list[int] = []
+    joined = False
+    while True:
+        if joined and len(stock) < STOCK:
+            sock.settimeout(0)
+        else:
+            sock.settimeout(None)
+        try:
+            msg, fds, _, _ = socket.recv_fds(sock, 64, 4)
+        except (BlockingIOError, TimeoutError):
+            try:
+                stock.append(_new_pid_namespace(self_pidfd, sock, death_r))
+            except OSError:
+                sock.settimeout(None)
+                joined = False  # stop trying in the background; "mk" will report the error
+            continue
+        if not msg:
+            os._exit(0)
+        if msg == b"join":
+            try:
+                _ns.setns(fds[0], _ns.CLONE_NEWNET)
+                _ns.setns(fds[1], _ns.CLONE_NEWNS)
+                joined = True
+                sock.send(b"ok")
+            except OSError as exc:
+                sock.send(f"error {exc}".encode())
+            for fd in fds:
+                os.close(fd)
+        elif msg == b"mk":
+            try:
+                z = stock.pop(0) if stock else _new_pid_namespace(self_pidfd, sock, death_r)
+            except OSError:
+                z = -1
+            sock.send(struct.pack("!i", z))
+
+
+class NsFactory:
+    """Handle on the small helper that creates PID namespaces (see module docstring)."""
+
+    def __init__(self, death_r: int) -> None:
+        a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        pid = os.fork()
+        if pid == 0:
+            try:
+                _ns.prctl(_ns.PR_SET_PDEATHSIG, signal.SIGKILL)
+                keep = {0, 1, 2, b.fileno(), death_r}
+                for name in os.listdir("/proc/self/fd"):
+                    if int(name) not in keep:
+                        try:
+                            os.close(int(name))
+                        except OSError:
+                            pass
+                _factory_loop(b, death_r)
+            finally:
+                os._exit(1)
+        b.close()
+        self.pid, self.sock = pid, a
+
+    def join(self, net_fd: int, mnt_fd: int) -> None:
+        socket.send_fds(self.sock, [b"join"], [net_fd, mnt_fd])
+        reply = self.sock.recv(256)
+        if reply != b"ok":
+            raise OSError(f"namespace factory could not join the server namespaces: {reply!r}")
+
+    def make(self) -> int:
+        self.request()
+        return self.result()
+
+    def request(self) -> None:
+        self.sock.send(b"mk")
+
+    def result(self) -> int:
+        (z,) = struct.unpack("!i", self.sock.recv(16))
+        if z <= 0:
+            raise OSError("namespace factory could not create a PID namespace")
+        return z
+
+
+# ====================================================================== private root
+
+
+def _bind(src: str, root: str, writable: bool = False) -> None:
+    dst = root + src
+    if os.path.isdir(src):
+        os.makedirs(dst, exist_ok=True)
+    else:
+        os.makedirs(os.path.dirname(dst), exist_ok=True)
+        open(dst, "a").close()
+    _ns.mount(src, dst, None, _ns.MS_BIND | _ns.MS_REC)
+    flags = _ns.MS_REMOUNT | _ns.MS_BIND | _ns.MS_NOSUID | (0 if writable else _ns.MS_RDONLY)
+    _ns.mount(None, dst, None, flags)
+
+
+def _python_dirs() -> list[str]:
+    """Directories holding the interpreter and the solver packages (never the checkout)."""
+    here = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    dirs = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
+    for name in HEAVY_MODULES:
+        mod = sys.modules.get(name.split(".")[0])
+        f = getattr(mod, "__file__", None)
+        if f:
+            dirs.add(os.path.realpath(os.path.dirname(os.path.dirname(f))))
+    out = []
+    for d in sorted(dirs):
+        if d == "/" or here == d or here.startswith(d + os.sep):
+            log(f"not exposing {d} in the sandbox: it contains the checkout {here}")
+            continue
+        if any(d == o or d.startswith(o + os.sep) for o in out):
+            continue
+        out.append(d)
+    return out
+
+
+def build_root() -> tuple[int, int, int]:
+    """Enter a private mount + network namespace and pivot into a minimal read-only root.
+
+    Returns fds (net ns, mount ns, host /proc) opened before the pivot: the factory joins the
+    namespaces, and the server keeps host /proc to read its children's CPU time.
+    """
+    _ns.unshare(_ns.CLONE_NEWNS | _ns.CLONE_NEWNET | _ns.CLONE_NEWIPC)
+    _ns.mount(None, "/", None, _ns.MS_REC | _ns.MS_PRIVATE)
+    root = "/tmp"  # a tmpfs over the host /tmp: hides it and becomes the new root
+    _ns.mount("opteval-root", root, "tmpfs", _ns.MS_NOSUID | _ns.MS_NODEV, "mode=0755,size=16m")
+    for name in sorted(os.listdir("/")):
+        p = "/" + name
+        if os.path.islink(p):
+            os.symlink(os.readlink(p), root + p)
+    for d in ("/usr", "/lib", "/lib64", "/lib32", "/libx32", "/bin", "/sbin"):
+        if os.path.isdir(d) and not os.path.islink(d):
+            _bind(d, root)
+    for d in _python_dirs():
+        _bind(d, root)
+    for name in ETC_FILES:
+        p = "/etc/" + name
+        if os.path.exists(p):
+            _bind(p, root)
+    os.makedirs(root + "/dev", exist_ok=True)
+    for name in DEV_NODES:
+        if os.path.exists("/dev/" + name):
+            _bind("/dev/" + name, root, writable=True)
+    for name, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"),
+                         ("stdout", "/proc/self/fd/1"), ("stderr", "/proc/self/fd/2")):
+        os.symlink(target, f"{root}/dev/{name}")
+    for d in ("/dev/shm", "/proc", "/tmp", WORKDIR, "/.oldroot"):
+        os.makedirs(root + d, exist_ok=True)
+    os.chmod(root + "/tmp", 0o1777)
+    net_fd = os.open("/proc/self/ns/net", os.O_RDONLY | os.O_CLOEXEC)
+    mnt_fd = os.open("/proc/self/ns/mnt", os.O_RDONLY | os.O_CLOEXEC)
+    proc_fd = os.open("/proc", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    _ns.pivot_root(root, root + "/.oldroot")
+    os.chdir("/")
+    _ns.umount2("/.oldroot", _ns.MNT_DETACH)
+    os.rmdir("/.oldroot")
+    _ns.mount(None, "/", None, _ns.MS_REMOUNT | _ns.MS_RDONLY | _ns.MS_NOSUID | _ns.MS_NODEV)
+    return net_fd, mnt_fd, proc_fd

@@ -1,0 +1,324 @@
+"""Host side of the sandbox: ``ForkServer``, ``Session``, ``run_program``.
+
+The host talks to one fork-server process (``evalcore.sandbox._server``) over a control
+socket. Every run or session gets its own stream socket, whose far end is passed to the
+server with SCM_RIGHTS; so concurrent callers (threads, ``asyncio.to_thread``) never share a
+conversation, and closing that socket is how a caller cancels a run or closes a session.
+
+Nothing the program does makes these calls raise: a lost child, a lost server (restarted
+transparently) or a protocol failure comes back as an ``ExecResult`` with outcome ``killed``.
+"""
+from __future__ import annotations
+
+import atexit
+import json
+import logging
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from evalcore.sandbox._proto import ChannelClosed, limits_to_dict, recv_frame, result_from_dict, send_frame
+from evalcore.sandbox.types import KILLED, ExecResult, Limits
+
+log = logging.getLogger("evalcore.sandbox")
+
+ENV_NAMESPACES = "OPTEVAL_SANDBOX_NAMESPACES"  # "0": force the uncontained fallback (for tests)
+HOST_GRACE_S = 30.0  # how long past the wall limit the host waits before declaring the run lost
+START_TIMEOUT_S = 120.0
+_PKG_ROOT = str(Path(__file__).resolve().parents[2])
+
+
+def _namespaces_mode(namespaces: bool | None) -> str:
+    if namespaces is not None:
+        return "1" if namespaces else "0"
+    v = os.environ.get(ENV_NAMESPACES, "").strip().lower()
+    if v in ("0", "false", "no", "off"):
+        return "0"
+    return "auto"
+
+
+class ForkServer:
+    """A warm fork server owned by this process (one per executor actor).
+
+    ``namespaces``: None = use them when permitted (``OPTEVAL_SANDBOX_NAMESPACES=0`` forces the
+    fallback), False = never (process-group killing only), True = same as None but say so.
+    ``pool_size``: children kept prepared ahead of demand (each one costs a fork of the warm
+    interpreter, ~100 MB shared copy-on-write). ``netns_per_run``: give every run its own
+    network namespace (default: runs share the server's, which has no network at all).
+    """
+
+    def __init__(self, namespaces: bool | None = None, pool_size: int = 2, netns_per_run: bool = False) -> None:
+        self._mode = _namespaces_mode(namespaces)
+        self._pool = pool_size
+        self._netns_per_run = netns_per_run
+        self._lock = threading.RLock()
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._ctl: socket.socket | None = None
+        self._owner_pid = 0
+        self._gen = 0
+        self._closed = False
+        self.contained = False
+        self.note = ""
+        self.modules: list[str] = []
+
+    # ------------------------------------------------------------ lifecycle
+
+    def start(self) -> ForkServer:
+        with self._lock:
+            self._ensure()
+        return self
+
+    def _alive(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None and self._owner_pid == os.getpid()
+
+    def _ensure(self) -> None:
+        if self._closed:
+            raise RuntimeError("ForkServer is closed")
+        if not self._alive():
+            self._spawn()
+
+    def _spawn(self) -> None:
+        self._teardown()
+        a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        env = {
+            "PATH": "/usr/local/bin:/usr/bin:/bin",
+            "LANG": "C.UTF-8",
+            "HOME": "/",
+            "PYTHONPATH": _PKG_ROOT,
+            "PYTHONDONTWRITEBYTECODE": "1",
+        }
+        if os.environ.get("OPTEVAL_SANDBOX_DEBUG"):
+            env["OPTEVAL_SANDBOX_DEBUG"] = os.environ["OPTEVAL_SANDBOX_DEBUG"]
+        cmd = [sys.executable, "-m", "evalcore.sandbox._server", "--ctl-fd", str(b.fileno()),
+               "--namespaces", self._mode, "--pool", str(self._pool)]
+        if self._netns_per_run:
+            cmd.append("--netns-per-run")
+        try:
+            proc = subprocess.Popen(cmd, pass_fds=[b.fileno()], env=env, cwd=_PKG_ROOT, stdin=subprocess.DEVNULL,
+                                    stdout=subprocess.DEVNULL, start_new_session=True)
+        finally:
+            b.close()
+        a.settimeout(START_TIMEOUT_S)
+        try:
+            raw = a.recv(65536)
+            info = json.loads(raw) if raw else None
+        except (OSError, ValueError) as exc:
+            info = None
+            err: Exception | None = exc
+        else:
+            err = None
+        if not info or info.get("t") != "ready":
+            proc.kill()
+            proc.wait()
+            a.close()
+            raise RuntimeError(f"fork server failed to start (exit {proc.returncode}): {err or 'no ready message'}")
+        a.settimeout(None)
+        self._proc, self._ctl, self._owner_pid = proc, a, os.getpid()
+        self._gen += 1
+        self.contained = bool(info.get("contained"))
+        self.note = str(info.get("note") or "")
+        self.modules = list(info.get("modules") or [])
+        if not self.contained:
+            log.warning("SANDBOX NOT CONTAINED: %s", self.note)
+
+    def _teardown(self) -> None:
+        if self._ctl is not None:
+            try:
+                self._ctl.close()
+            except OSError:
+                pass
+            self._ctl = None
+        proc, self._proc = self._proc, None
+        if proc is not None and self._owner_pid == os.getpid():
+            try:
+                proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+    def close(self) -> None:
+        """Stop the server; every run and session it holds is killed."""
+        with self._lock:
+            self._closed = True
+            self._teardown()
+
+    def __enter__(self) -> ForkServer:
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None else None
+
+    # ------------------------------------------------------------ conversations
+
+    def _open_job(self) -> tuple[socket.socket, int]:
+        with self._lock:
+            for attempt in (0, 1):
+                self._ensure()
+                a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+                try:
+                    assert self._ctl is not None
+                    socket.send_fds(self._ctl, [b"job"], [b.fileno()])
+                    return a, self._gen
+                except OSError:
+                    a.close()
+                    if attempt:
+                        raise
+                    self._spawn()  # the server died between runs: restart it, nothing was lost
+                finally:
+                    b.close()
+        raise AssertionError("unreachable")
+
+    def _lost(self, gen: int, exc: BaseException, t0: float) -> ExecResult:
+        with self._lock:
+            died = not self._alive()
+            if died and gen == self._gen and not self._closed:
+                try:
+                    self._spawn()
+                except Exception as spawn_exc:  # noqa: BLE001 - reported in the result
+                    exc = spawn_exc
+        why = "fork server died (restarted)" if died else f"sandbox lost: {type(exc).__name__}: {exc}"
+        return ExecResult(outcome=KILLED, wall_s=time.monotonic() - t0, contained=self.contained, note=why)
+
+    def run_program(self, code: str, limits: Limits | None = None) -> ExecResult:
+        """Run ``code`` as a fresh program in a fresh sandbox; never raises for what the program does."""
+        if not isinstance(code, str):
+            raise TypeError(f"code must be str, got {type(code).__name__}")
+        limits = limits or Limits()
+        t0 = time.monotonic()
+        try:
+            sock, gen = self._open_job()
+        except Exception as exc:  # noqa: BLE001
+            return ExecResult(outcome=KILLED, contained=self.contained, note=f"fork server unavailable: {exc}")
+        try:
+            with sock:
+                send_frame(sock, {"op": "run", "code": code, "limits": limits_to_dict(limits)})
+                sock.settimeout(limits.wall_s + HOST_GRACE_S)
+                return result_from_dict(recv_frame(sock))
+        except (ChannelClosed, OSError, ValueError, TypeError) as exc:
+            return self._lost(gen, exc, t0)
+
+    def session(self, limits: Limits | None = None) -> Session:
+        """A persistent interpreter on this server (see :class:`Session`)."""
+        return Session(limits=limits, server=self)
+
+
+class Session:
+    """A persistent interpreter in its own sandbox: globals survive between cells.
+
+    Each cell has its own limits (``limits`` argument, else the session default). A cell that
+    raises is outcome ``error`` and the session lives on; a cell that ends the interpreter
+    (segfault, ``os._exit``, killed on a limit) returns ``killed``, and so does every later cell
+    until :meth:`restart`. :meth:`close` kills everything the session started.
+    """
+
+    def __init__(self, limits: Limits | None = None, server: ForkServer | None = None) -> None:
+        self._server = server if server is not None else default_server()
+        self._limits = limits or Limits()
+        self._lock = threading.Lock()
+        self._sock: socket.socket | None = None
+        self._gen = 0
+        self._dead_note = ""
+        self._closed = False
+        self.contained = False
+        self._open()
+
+    def _open(self) -> None:
+        try:
+            sock, self._gen = self._server._open_job()
+            send_frame(sock, {"op": "open"})
+            sock.settimeout(START_TIMEOUT_S)
+            info = recv_frame(sock)
+            self.contained = bool(info.get("contained"))
+            self._sock = sock
+            self._dead_note = ""
+        except Exception as exc:  # noqa: BLE001 - surfaces as killed cells
+            self._sock = None
+            self._dead_note = f"session could not start: {type(exc).__name__}: {exc}"
+
+    @property
+    def alive(self) -> bool:
+        return self._sock is not None
+
+    def run_cell(self, code: str, limits: Limits | None = None) -> ExecResult:
+        if not isinstance(code, str):
+            raise TypeError(f"code must be str, got {type(code).__name__}")
+        limits = limits or self._limits
+        with self._lock:
+            if self._closed:
+                return ExecResult(outcome=KILLED, contained=self.contained, note="session is closed")
+            if self._sock is None:
+                return ExecResult(outcome=KILLED, contained=self.contained, note=self._dead_note)
+            t0 = time.monotonic()
+            try:
+                send_frame(self._sock, {"op": "cell", "code": code, "limits": limits_to_dict(limits)})
+                self._sock.settimeout(limits.wall_s + HOST_GRACE_S)
+                res = result_from_dict(recv_frame(self._sock))
+            except (ChannelClosed, OSError, ValueError, TypeError) as exc:
+                self._drop(f"session lost: {exc}")
+                res = self._server._lost(self._gen, exc, t0)
+                return res
+            if res.outcome == KILLED:
+                self._drop(f"session ended earlier ({res.note}); call restart()")
+            return res
+
+    def _drop(self, note: str) -> None:
+        if self._sock is not None:
+            try:
+                self._sock.close()
+            except OSError:
+                pass
+        self._sock = None
+        self._dead_note = note
+
+    def restart(self) -> None:
+        """Kill the current interpreter (if any) and start a fresh one: globals are gone."""
+        with self._lock:
+            self._drop("restarting")
+            self._closed = False
+            self._open()
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            self._drop("session is closed")
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        try:
+            if self._sock is not None:
+                self._sock.close()
+        except Exception:  # noqa: BLE001
+            pass
+
+
+_DEFAULT: ForkServer | None = None
+_DEFAULT_LOCK = threading.Lock()
+
+
+def default_server() -> ForkServer:
+    """The process-wide server behind ``run_program`` and ``Session()``, started on first use."""
+    global _DEFAULT
+    with _DEFAULT_LOCK:
+        if _DEFAULT is None or _DEFAULT._closed:
+            _DEFAULT = ForkServer()
+            atexit.register(_DEFAULT.close)
+        return _DEFAULT
+
+
+def run_program(code: str, limits: Limits | None = None) -> ExecResult:
+    """Run one untrusted program in the default sandbox (see DESIGN.md: never raises for the program)."""
+    return default_server().run_program(code, limits)
