@@ -177,9 +177,20 @@ class ForkServer:
                     b.close()
         raise AssertionError("unreachable")
 
+    def _dead_soon(self, grace_s: float = 0.5) -> bool:
+        """Whether the server is gone. A channel closes a moment before the killed server
+        can be reaped, so a lost channel waits briefly before blaming something else."""
+        deadline = time.monotonic() + grace_s
+        while self._alive():
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.01)
+        return True
+
     def _lost(self, gen: int, exc: BaseException, t0: float) -> ExecResult:
+        died = self._dead_soon()
         with self._lock:
-            died = not self._alive()
+            died = died or not self._alive()
             if died and gen == self._gen and not self._closed:
                 try:
                     self._spawn()
