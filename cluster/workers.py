@@ -109,8 +109,11 @@ class HarnessWorker:
         from evalcore.harnesses.base import HarnessContext
 
         executor = RayExecutor(self._shared, task.budgets.exec_limits or self._default_limits)
+        model = self._client(task.endpoint)
+        if hasattr(model, "for_problem"):  # replay: recorded completions are keyed by (problem, sample)
+            model = model.for_problem(task.problem.id, task.sample)
         ctx = HarnessContext(
-            model=self._client(task.endpoint), executor=executor, sampling=task.sampling,
+            model=model, executor=executor, sampling=task.sampling,
             sample=task.sample, budgets=task.budgets, model_name=task.model, method=task.method,
             extraction=task.extraction,
         )

@@ -6,13 +6,7 @@ ones (not run, status error) are wrong for pass@k and do not vote. pass@k and ma
 undefined (None, shown "n/a") when a problem has fewer than k planned samples: a
 single-sample benchmark has pass@1 only.
 
-ISC (SIRL, Section 3.1): each candidate r (a sample with a parseable submission) has
-features O_r (its answer; answers that grade equal under the profile agree), D_r (the
-captured model's sense), N_bin,r and N_int,r (its binary and general-integer variable
-counts). psi(f_r) is how many candidates share r's value of feature f (r included);
-S(r) = sqrt psi(O_r) + sqrt psi(D_r) + sqrt psi(N_bin,r) + sqrt psi(N_int,r), all
-weights 1. A feature that was not captured contributes 0 (no evidence, not agreement).
-The highest score wins; ties go to the earliest sample, like the majority vote.
+ISC (SIRL's instance-enhanced self-consistency) is defined in ``evalcore.selection``.
 """
 from __future__ import annotations
 
