@@ -1,0 +1,44 @@
+"""House rule: answers live only with the driver. What the driver ships to a worker for a
+trajectory (a TrajectoryTask, pickled as Ray would) must carry no answer."""
+from __future__ import annotations
+
+import dataclasses
+
+import cloudpickle
+
+from cluster.config import load_config
+from cluster.scheduler import Dispatcher, prepare
+from cluster.serving import Endpoint
+from evalcore.problems import ProblemSpec
+
+
+def _answer_forms(answer) -> set[str]:
+    if isinstance(answer, str):
+        return set()  # status words appear in every system prompt by design
+    forms = {repr(answer), f"{answer:g}", f"{answer:.2f}", f"{answer:.6g}"}
+    if float(answer).is_integer():
+        forms.add(str(int(answer)))
+    return {f for f in forms if len(f.replace(".", "").lstrip("-0")) >= 3}
+
+
+def test_trajectory_tasks_carry_no_answer(tmp_path):
+    cfg = load_config(["methods=[direct,opticycle]", "benchmarks=[sample]", "samples.default=1",
+                       f"sweep.output_dir={tmp_path}", "sweep.name=leak", "tracking.enabled=false"])
+    prep = prepare(cfg, read_only=True)
+    answers = prep.answers["sample"]
+    dispatcher = Dispatcher.__new__(Dispatcher)  # only _task is exercised: no actors needed
+    dispatcher.prep = prep
+    ep = Endpoint(name="sim-small", base_url="http://127.0.0.1:1/sim-small/v1", model_id="sim-small")
+    checked = 0
+    for item in prep.plan:
+        task = dispatcher._task(item, ep)
+        assert type(task.problem) is ProblemSpec
+        assert {f.name for f in dataclasses.fields(task.problem)} == {"benchmark", "id", "question"}
+        blob = cloudpickle.dumps(dataclasses.replace(task, problem=ProblemSpec(task.problem.benchmark,
+                                                                               task.problem.id, "")))
+        assert b"AnswerKey" not in blob and b"answers" not in blob
+        text = blob.decode("latin-1")
+        for form in _answer_forms(answers[item.problem_id]):
+            assert form not in text, f"{item.key}: answer form {form!r} found in the task sent to a worker"
+        checked += 1
+    assert checked == len(prep.plan) >= 90
