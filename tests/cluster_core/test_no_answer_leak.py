@@ -21,6 +21,21 @@ def _answer_forms(answer) -> set[str]:
     return {f for f in forms if len(f.replace(".", "").lstrip("-0")) >= 3}
 
 
+def _leaves(obj):
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        for f in dataclasses.fields(obj):
+            yield from _leaves(getattr(obj, f.name))
+    elif isinstance(obj, dict):
+        for k, v in obj.items():
+            yield from _leaves(k)
+            yield from _leaves(v)
+    elif isinstance(obj, (list, tuple, set)):
+        for v in obj:
+            yield from _leaves(v)
+    else:
+        yield obj
+
+
 def test_trajectory_tasks_carry_no_answer(tmp_path):
     cfg = load_config(["methods=[direct,opticycle]", "benchmarks=[sample]", "samples.default=1",
                        f"sweep.output_dir={tmp_path}", "sweep.name=leak", "tracking.enabled=false"])
@@ -34,11 +49,18 @@ def test_trajectory_tasks_carry_no_answer(tmp_path):
         task = dispatcher._task(item, ep)
         assert type(task.problem) is ProblemSpec
         assert {f.name for f in dataclasses.fields(task.problem)} == {"benchmark", "id", "question"}
-        blob = cloudpickle.dumps(dataclasses.replace(task, problem=ProblemSpec(task.problem.benchmark,
-                                                                               task.problem.id, "")))
-        assert b"AnswerKey" not in blob and b"answers" not in blob
-        text = blob.decode("latin-1")
-        for form in _answer_forms(answers[item.problem_id]):
-            assert form not in text, f"{item.key}: answer form {form!r} found in the task sent to a worker"
+        blob = cloudpickle.dumps(task)
+        assert b"AnswerKey" not in blob
+        # Every leaf a worker receives, except the question itself and the typed sampling and
+        # budget parameters (fixed config numbers that may coincide with an answer).
+        shipped = dataclasses.replace(task, problem=ProblemSpec(task.problem.benchmark, task.problem.id, ""),
+                                      sampling=None, budgets=None)
+        answer = answers[item.problem_id]
+        for leaf in _leaves(shipped):
+            if isinstance(leaf, str):
+                for form in _answer_forms(answer):
+                    assert form not in leaf, f"{item.key}: answer {form!r} in a string sent to a worker"
+            elif isinstance(leaf, (int, float)) and not isinstance(leaf, bool) and not isinstance(answer, str):
+                assert leaf != answer, f"{item.key}: the answer {answer!r} is a value sent to a worker"
         checked += 1
     assert checked == len(prep.plan) >= 90
