@@ -27,6 +27,10 @@ def main(argv: list[str] | None = None) -> int:
     from cluster.ledger import ConfigChangedError
 
     argv = list(sys.argv[1:] if argv is None else argv)
+    if {"-h", "--help"} & set(argv):
+        print(__doc__.strip())
+        print("\nEvery key, its default and its meaning: configs/sweep.yaml")
+        return 0
     try:
         cfg = load_config(argv)
         if bool(cfg.plan_only):
