@@ -132,6 +132,9 @@ def from_mlflow(cfg: Any) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    if {"-h", "--help"} & set(argv):
+        print(__doc__.strip())
+        return 0
     try:
         opts, rest = parse_args(argv)
         cfg = load_config(rest)

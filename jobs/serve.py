@@ -85,7 +85,11 @@ def stand_up(cfg: Any) -> tuple[dict[str, Any], list[str]]:
 def main(argv: list[str] | None = None) -> int:
     from cluster.config import ConfigError, load_config
 
-    args, hold = split_args(list(sys.argv[1:] if argv is None else argv))
+    raw = list(sys.argv[1:] if argv is None else argv)
+    if {"-h", "--help"} & set(raw):
+        print(__doc__.strip())
+        return 0
+    args, hold = split_args(raw)
     try:
         cfg = load_config(args)
     except ConfigError as exc:
