@@ -33,6 +33,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     try:
         cfg = load_config(argv)
+        check_job_storage(cfg)
         if bool(cfg.plan_only):
             return plan_only(cfg)
         from cluster.scheduler import run_sweep
@@ -41,6 +42,25 @@ def main(argv: list[str] | None = None) -> int:
     except (ConfigError, ConfigChangedError) as exc:
         print(f"config error: {exc}", file=sys.stderr, flush=True)
         return EXIT_CONFIG
+
+
+def check_job_storage(cfg) -> None:
+    """Under ``ray job submit`` the working directory is a temporary unpacked package whose
+    path changes with every upload: a relative ledger there would be lost on resume."""
+    from cluster.config import ConfigError
+
+    if not os.environ.get("RAY_JOB_CONFIG_JSON_ENV_VAR"):
+        return
+    out = str(cfg.sweep.output_dir)
+    if "://" not in out and not os.path.isabs(out):
+        raise ConfigError(
+            f"sweep.output_dir={out} is relative; under ray job submit it resolves inside the job's "
+            f"temporary working_dir ({os.getcwd()}) and a resumed job would not see it: use shared "
+            "storage (s3://bucket/prefix) or an absolute path on a shared volume")
+    if "://" in out and not out.startswith("file://") and not (cfg.tracking.uri or os.environ.get("MLFLOW_TRACKING_URI")):
+        print("warning: no tracking.uri / MLFLOW_TRACKING_URI: MLflow would write a SQLite file into the job's "
+              "temporary working_dir; the ledger stays the truth (report.py --sync-mlflow re-logs later)",
+              file=sys.stderr, flush=True)
 
 
 def plan_only(cfg) -> int:
