@@ -10,7 +10,12 @@ should add little: target sweep/executor-only >= 0.8.
 Baseline: the programs the simulated policy writes for exactly those Direct
 trajectories (captured in process with the same harness, model and seeds), run
 directly on executor actors like the sweep's, with as many in flight as the sweep keeps.
-Both phases run on one local Ray started here; figures printed as JSON at the end.
+Both phases run on one local Ray started here, on the same executor actors' count
+and configuration, each warmed first, with the same number in flight, and both rates
+are steady rates (first 10% of completions left out). Figures printed as JSON at the end,
+with CPU ms per item by process role over each steady window (sampled from this
+process's descendants only, so other Ray clusters on a shared machine are not counted):
+on a shared machine the ratio moves with other load, the CPU ms per item much less.
 """
 from __future__ import annotations
 
@@ -62,50 +67,102 @@ async def capture_programs(prep) -> list[str]:
     return cap.programs
 
 
-async def executor_only(programs: list[str], handles: list, slots: int, limits) -> float:
-    """Programs/s on the executor actors alone, ``slots`` in flight (each actor runs one per CPU, the rest queue)."""
+async def executor_only(programs: list[str], handles: list, slots: int, limits) -> tuple[float, float, float]:
+    """(programs/s, t0, t1) on the executor actors alone, ``slots`` in flight (each actor runs one
+    per CPU, the rest queue); the rate is the steady one, measured exactly as the sweep's."""
     from cluster.executors import RayExecutor, _Shared
+    from cluster.scheduler import Progress
 
     ex = RayExecutor(_Shared(handles), limits)
     sem = asyncio.Semaphore(slots)
+    prog = Progress(planned=len(programs), already=0)
 
     async def one(code: str):
         async with sem:
-            return await ex.run(code, limits)
+            res = await ex.run(code, limits)
+        prog.record("x", "x", False, False)
+        return res
 
-    t0 = time.perf_counter()
     results = await asyncio.gather(*[one(p) for p in programs])
-    wall = time.perf_counter() - t0
     bad = [r.outcome for r in results if r.outcome == "killed"]
     assert not bad, f"executor-only baseline lost runs: {bad[:3]}"
-    return len(programs) / wall
+    t = prog.finish_times
+    return prog.steady_rate(), t[int(len(t) * 0.1)], t[-1]
 
 
-def cpu_snapshot() -> dict[str, float]:
-    """CPU seconds per process role (Ray names its worker processes ray::<Class>), for the breakdown."""
-    import psutil
+class CpuSampler:
+    """CPU seconds per process role over time, for this bench's own Ray only.
 
-    out: dict[str, float] = {}
-    for p in psutil.process_iter(["cmdline", "cpu_times", "name"]):
-        try:
-            cmd = " ".join(p.info["cmdline"] or [])[:200]
-            ct = p.info["cpu_times"]
-            if ct is None:
-                continue
-        except (psutil.NoSuchProcess, psutil.AccessDenied):
-            continue
-        role = _role(cmd, p.info["name"] or "")
-        if role:
-            out[role] = out.get(role, 0.0) + ct.user + ct.system + getattr(ct, "children_user", 0.0) + getattr(ct, "children_system", 0.0)
-    return out
+    Why sampled in a thread: the sweep kills its actors (and Serve its replica) before
+    ``drive`` returns, and a dead process's CPU time can no longer be read; other
+    engineers' Ray clusters on the same machine must not be counted either, so only
+    descendants of this process are looked at. Children's reaped CPU (the sandbox
+    forks) is included through ``children_user``/``children_system``.
+    """
+
+    def __init__(self, period_s: float = 0.2) -> None:
+        import threading
+
+        self._period = period_s
+        self._samples: dict[int, list[tuple[float, float]]] = {}
+        self._roles: dict[int, str] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def start(self) -> "CpuSampler":
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _loop(self) -> None:
+        import psutil
+
+        me = psutil.Process()
+        while not self._stop.is_set():
+            now = time.monotonic()
+            for p in [me] + me.children(recursive=True):
+                try:
+                    with p.oneshot():
+                        if self._roles.get(p.pid, "ray:").startswith("ray:"):  # Ray renames its workers later
+                            role = _role(" ".join(p.cmdline())[:200], p.name()) or f"other:{p.name()}"
+                            if self._roles.get(p.ppid()) in ("evalcore.sandbox", "fork"):
+                                role = "fork"  # a sandboxed run (and its solver): counted, once reaped, in the server's children_*
+                            self._roles[p.pid] = role
+                        ct = p.cpu_times()
+                except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+                    continue
+                if self._roles[p.pid] == "fork":
+                    continue
+                cpu = ct.user + ct.system + ct.children_user + ct.children_system
+                self._samples.setdefault(p.pid, []).append((now, cpu))
+            self._stop.wait(self._period)
+
+    def window(self, t0: float, t1: float) -> dict[str, float]:
+        """CPU seconds per role spent between monotonic times t0 and t1 (last samples at or before each)."""
+        out: dict[str, float] = {}
+        for pid, series in self._samples.items():
+            def at(t: float) -> float:
+                v = 0.0
+                for ts, cpu in series:
+                    if ts > t:
+                        break
+                    v = cpu
+                return v
+
+            role = self._roles[pid]
+            out[role] = out.get(role, 0.0) + max(0.0, at(t1) - at(t0))
+        return out
 
 
 def _role(cmd: str, name: str) -> str | None:
     for key in ("ExecutorActor", "HarnessWorker", "ProxyActor", "ServeReplica", "ServeController", "raylet",
-                "gcs_server", "bench_sweep", "evalcore.sandbox"):
+                "gcs_server", "bench_sweep", "evalcore.sandbox", "dashboard", "log_monitor"):
         if key in cmd or key in name:
             return key
-    return "ray::other" if cmd.startswith("ray::") or "ray/" in cmd else None
+    return f"ray::{cmd[5:].split()[0][:30]}" if cmd.startswith("ray::") else ("ray:other" if "ray/" in cmd else None)
 
 
 def main() -> int:
@@ -137,19 +194,31 @@ def main() -> int:
         n_exec = executor_count(cfg)
         handles = start_executors("bench-baseline", n_exec, float(cfg.cluster.executor_cpus), limits)
         inflight = int(cfg.cluster.max_in_flight_per_model)  # as many queued as the sweep keeps in flight
-        asyncio.run(executor_only(programs[: min(8, len(programs))], handles, inflight, limits))  # warm up
-        base_rate = asyncio.run(executor_only(programs, handles, inflight, limits))
+        sampler = CpuSampler().start()
+        asyncio.run(executor_only(programs[: min(64, len(programs))], handles, inflight, limits))  # warm up
+        base_rate, b0, b1 = asyncio.run(executor_only(programs, handles, inflight, limits))
+        base_cpu = sampler.window(b0, b1)
         stop_actors(handles)
-        before = cpu_snapshot()
         t0 = time.perf_counter()
         run = asyncio.run(drive(prep))
         total_wall = time.perf_counter() - t0
-        after = cpu_snapshot()
-        cpu = {k: round(after.get(k, 0.0) - before.get(k, 0.0), 1) for k in after}
+        ft = run.progress.finish_times
+        s0, s1 = ft[int(len(ft) * 0.1)], ft[-1]
+        time.sleep(0.5)
+        sampler.stop()
+        sweep_cpu = sampler.window(s0, s1)
         sweep_rate = run.progress.steady_rate()
         sweep_rate_all = run.progress.done / max(1e-9, run.progress.dispatch_wall())
     finally:
         disconnect(rt)
+
+    def per_item_ms(cpu: dict[str, float], rate: float, t_0: float, t_1: float) -> dict[str, float]:
+        n = rate * (t_1 - t_0)  # items finished in the window
+        rows = {k: round(1000 * v / max(1.0, n), 1) for k, v in sorted(cpu.items(), key=lambda kv: -kv[1])}
+        rows = {k: v for k, v in rows.items() if v >= 0.1}
+        rows["TOTAL"] = round(sum(rows.values()), 1)
+        return rows
+
     figures = {
         "trajectories": len(prep.plan), "executors": n_exec, "cpus": os.cpu_count(),
         "executor_only_programs_per_s": round(base_rate, 3),
@@ -157,7 +226,9 @@ def main() -> int:
         "ratio": round(sweep_rate / base_rate, 3), "target": 0.8,
         "sweep_trajectories_per_s_incl_ramp_up": round(sweep_rate_all, 3),
         "sweep_wall_s_incl_actor_start_and_deploy": round(total_wall, 1),
-        "sweep_cpu_s_by_process_role": {k: v for k, v in sorted(cpu.items(), key=lambda kv: -kv[1]) if v > 0.05},
+        # CPU ms per item by process role over each steady window (ExecutorActor includes its sandbox forks)
+        "executor_only_cpu_ms_per_program": per_item_ms(base_cpu, base_rate, b0, b1),
+        "sweep_cpu_ms_per_trajectory": per_item_ms(sweep_cpu, sweep_rate, s0, s1),
     }
     print(json.dumps(figures, indent=2))
     return 0

@@ -8,16 +8,17 @@ Every completion from the simulated app carries ``system_fingerprint:
 "opteval-simulated"``, which ``OpenAIChatModel`` turns into ``Completion.simulated``.
 vLLM stages come from ``cluster.llm_serving`` (imported only when a stage needs it).
 """
-# (no "from __future__ import annotations": FastAPI must see real annotation objects on the routes)
+from __future__ import annotations
 
+import json
 import time
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse
 from ray import serve
+from starlette.requests import Request
+from starlette.responses import Response
 
 SIMULATED_FINGERPRINT = "opteval-simulated"
 LLM_APP_NAME = "opteval-llm"
@@ -45,9 +46,6 @@ class Endpoint:
 
 
 # -- the simulated policy as an OpenAI-compatible Serve app --------------------------------
-
-api = FastAPI(title="opteval simulated policy")
-
 
 SIM_TOP_LEVEL = ("policy", "ttft_s", "tokens_per_s", "report_usage")
 
@@ -89,15 +87,28 @@ def _sampling_from_body(body: dict[str, Any]) -> Any:
     )
 
 
-def _error(status: int, message: str, param: str | None = None) -> JSONResponse:
-    return JSONResponse(status_code=status,
-                        content={"error": {"message": message, "type": "invalid_request_error", "param": param}})
+def _json(status: int, content: Any) -> Response:
+    return Response(json.dumps(content, separators=(",", ":")).encode(), status_code=status,
+                    media_type="application/json")
+
+
+def _error(status: int, message: str, param: str | None = None) -> Response:
+    return _json(status, {"error": {"message": message, "type": "invalid_request_error", "param": param}})
+
+
+CHAT_PATH = "/v1/chat/completions"
+MODELS_PATH = "/v1/models"
 
 
 @serve.deployment(ray_actor_options={"num_cpus": 0}, max_ongoing_requests=1024)
-@serve.ingress(api)
 class SimulatedOpenAI:
-    """``POST /v1/chat/completions`` and ``GET /v1/models`` over ``SimulatedModel.chat``."""
+    """``POST /v1/chat/completions`` and ``GET /v1/models`` over ``SimulatedModel.chat``.
+
+    Why a plain ``__call__`` and not a FastAPI ingress: the replica shares the CPUs with
+    the executors, and FastAPI's middleware stack, routing and response validation cost
+    several ms per request (measured in ``bench/bench_sweep.py``); two routes do not
+    need a framework. Paths are matched on their ending, so any route prefix works.
+    """
 
     def __init__(self, model_cfg: dict[str, Any]) -> None:
         from evalcore.models.simulated import SimulatedModel
@@ -105,17 +116,24 @@ class SimulatedOpenAI:
         self._name = str(model_cfg["name"])
         self._model = SimulatedModel.from_config(simulated_model_cfg(model_cfg))
 
-    @api.get("/v1/models")
-    async def models(self) -> dict[str, Any]:
-        return {"object": "list",
-                "data": [{"id": self._name, "object": "model", "owned_by": SIMULATED_FINGERPRINT}]}
+    async def __call__(self, request: Request) -> Response:
+        path = request.url.path.rstrip("/")
+        if path.endswith(CHAT_PATH):
+            if request.method != "POST":
+                return _error(405, f"{CHAT_PATH} takes POST")
+            return await self.chat(await request.body())
+        if path.endswith(MODELS_PATH):
+            return _json(200, {"object": "list",
+                               "data": [{"id": self._name, "object": "model", "owned_by": SIMULATED_FINGERPRINT}]})
+        return _error(404, f"no route {path!r}: use {CHAT_PATH} or {MODELS_PATH}")
 
-    @api.post("/v1/chat/completions")
-    async def chat(self, request: Request) -> Any:
+    async def chat(self, raw: bytes) -> Response:
         try:
-            body = await request.json()
+            body = json.loads(raw)
         except ValueError:
             return _error(400, "request body is not JSON")
+        if not isinstance(body, dict):
+            return _error(400, "request body must be a JSON object")
         messages = body.get("messages")
         if not isinstance(messages, list) or not messages:
             return _error(400, "messages must be a non-empty list", "messages")
@@ -123,13 +141,13 @@ class SimulatedOpenAI:
             return _error(400, "the simulated policy does not stream", "stream")
         seed = int(body.get("seed") or 0)
         comp = await self._model.chat(messages, _sampling_from_body(body), seed)
-        return {
+        return _json(200, {
             "id": f"chatcmpl-{uuid.uuid4().hex[:16]}", "object": "chat.completion", "created": int(time.time()),
             "model": body.get("model") or self._name, "system_fingerprint": SIMULATED_FINGERPRINT,
             "choices": [{"index": 0, "message": {"role": "assistant", "content": comp.text},
                          "finish_reason": comp.finish_reason}],
             "usage": _usage_block(comp.usage),
-        }
+        })
 
 
 def simulated_app_name(model: str) -> str:

@@ -54,6 +54,11 @@ class WorkerFailure:
     details: list[str] = field(default_factory=list)
 
 
+# Requests of one worker to one endpoint are spread over this many small httpx pools
+# (see OpenAIChatModel.pool_shards; bench/bench_sweep.py measured the worker's CPU).
+POOL_SHARDS = 8
+
+
 def build_client(ep: Endpoint) -> Any:
     """An HTTP client for served endpoints; in-process backends (replay) via make_model."""
     if ep.base_url:
@@ -67,6 +72,7 @@ def build_client(ep: Endpoint) -> Any:
             timeout_s=ep.timeout_s,
             max_retries=ep.max_retries,
             extra_body=dict(ep.extra_body or {}),
+            pool_shards=POOL_SHARDS,
         )
     from evalcore.models import make_model
 

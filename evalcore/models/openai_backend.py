@@ -60,6 +60,7 @@ class OpenAIChatModel:
         max_retries: int = 4,
         backoff_s: float = 1.0,
         extra_body: dict[str, Any] | None = None,
+        pool_shards: int = 1,
     ) -> None:
         if not base_url:
             raise ValueError(f"model {name!r}: base_url is required for the openai backend")
@@ -69,6 +70,8 @@ class OpenAIChatModel:
             raise ValueError(f"model {name!r}: max_retries must be >= 0, got {max_retries!r}")
         if timeout_s <= 0:
             raise ValueError(f"model {name!r}: timeout_s must be > 0, got {timeout_s!r}")
+        if pool_shards < 1:
+            raise ValueError(f"model {name!r}: pool_shards must be >= 1, got {pool_shards!r}")
         self.name = name
         self.base_url = base_url.rstrip("/")
         self.url = f"{self.base_url}/chat/completions"
@@ -82,8 +85,13 @@ class OpenAIChatModel:
         self._headers = {"Content-Type": "application/json"}
         if key:
             self._headers["Authorization"] = f"Bearer {key}"
-        self._client: httpx.AsyncClient | None = None
+        # httpcore scans every pooled connection each time a request enters or leaves its
+        # pool; a client with many concurrent requests (a harness worker) spreads them over
+        # a few small pools so each scan stays short (bench/bench_sweep.py measured it).
+        self.pool_shards = int(pool_shards)
+        self._clients: list[httpx.AsyncClient] = []
         self._client_loop: asyncio.AbstractEventLoop | None = None
+        self._next = 0
 
     def __repr__(self) -> str:  # never shows the key
         return f"OpenAIChatModel(name={self.name!r}, url={self.url!r}, model_id={self.model_id!r})"
@@ -111,19 +119,22 @@ class OpenAIChatModel:
 
     def _client_for_loop(self) -> httpx.AsyncClient:
         # An AsyncClient's connections belong to the loop that opened them; a model object
-        # reused under another loop (tests, asyncio.run per call) gets a fresh client.
+        # reused under another loop (tests, asyncio.run per call) gets fresh clients.
         loop = asyncio.get_running_loop()
-        if self._client is None or self._client_loop is not loop or self._client.is_closed:
-            self._client = httpx.AsyncClient(
-                timeout=httpx.Timeout(self.timeout_s), limits=POOL_LIMITS, headers=self._headers
-            )
+        if not self._clients or self._client_loop is not loop or any(c.is_closed for c in self._clients):
+            self._clients = [
+                httpx.AsyncClient(timeout=httpx.Timeout(self.timeout_s), limits=POOL_LIMITS, headers=self._headers)
+                for _ in range(self.pool_shards)
+            ]
             self._client_loop = loop
-        return self._client
+        self._next = (self._next + 1) % len(self._clients)
+        return self._clients[self._next]
 
     async def aclose(self) -> None:
-        if self._client is not None and not self._client.is_closed:
-            await self._client.aclose()
-        self._client = None
+        for client in self._clients:
+            if not client.is_closed:
+                await client.aclose()
+        self._clients = []
 
     def _backoff(self, attempt: int, retry_after: float | None) -> float:
         delay = self.backoff_s * (2**attempt) * (0.5 + random.random())  # full jitter around 2^n

@@ -152,6 +152,32 @@ def test_many_concurrent_calls_share_one_client(fake_server, make_response):
     assert sorted(r["seed"] for r in fake_server.requests) == list(range(42, 82))
 
 
+def test_pool_shards_spread_concurrent_calls_over_several_clients(fake_server, make_response):
+    fake_server.script = [(200, make_response("ok", {"prompt_tokens": 3, "completion_tokens": 1}), 0.02)]
+    model = OpenAIChatModel("m", fake_server.base_url, "x", pool_shards=4)
+    used = []
+
+    async def many():
+        real = model._client_for_loop
+
+        def spy():
+            client = real()
+            used.append(id(client))
+            return client
+
+        model._client_for_loop = spy
+        out = await asyncio.gather(*(model.chat(MESSAGES, Sampling(), 42 + i) for i in range(20)))
+        clients = list(model._clients)
+        await model.aclose()
+        return out, clients
+
+    results, clients = asyncio.run(many())
+    assert [r.text for r in results] == ["ok"] * 20
+    assert len(set(used)) == 4 and len(clients) == 4 and all(c.is_closed for c in clients)
+    with pytest.raises(ValueError, match="pool_shards"):
+        OpenAIChatModel("m", fake_server.base_url, "x", pool_shards=0)
+
+
 def test_make_model_openai_and_errors(fake_server):
     model = make_model({"name": "qwen", "backend": "openai", "base_url": fake_server.base_url,
                         "model_id": "Qwen/Qwen3-8B", "max_retries": 2})
