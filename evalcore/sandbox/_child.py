@@ -114,8 +114,16 @@ def _mounts(cfg: ChildConfig) -> None:
     flags = _ns.CLONE_NEWNS | (_ns.CLONE_NEWNET if cfg.netns else 0)
     _ns.unshare(flags)
     nosd = _ns.MS_NOSUID | _ns.MS_NODEV
+    from evalcore.sandbox._root import TMP_PYTHON_DIRS
+
+    keep = [(d, os.open(d, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)) for d in TMP_PYTHON_DIRS]
     _ns.mount("proc", "/proc", "proc", nosd | _ns.MS_NOEXEC)
     _ns.mount("tmpfs", "/tmp", "tmpfs", nosd, f"mode=1777,size={cfg.tmpfs_mb}m")
+    for d, fd in keep:  # a Python installation under /tmp stays visible over the private /tmp
+        os.makedirs(d, exist_ok=True)
+        _ns.mount(f"/proc/self/fd/{fd}", d, None, _ns.MS_BIND | _ns.MS_REC)
+        _ns.mount(None, d, None, _ns.MS_REMOUNT | _ns.MS_BIND | _ns.MS_NOSUID | _ns.MS_RDONLY)
+        os.close(fd)
     _ns.mount("tmpfs", "/dev/shm", "tmpfs", nosd, f"mode=1777,size={cfg.tmpfs_mb}m")
     owner = f",uid={cfg.uid},gid={cfg.uid}" if cfg.uid is not None else ""
     _ns.mount("tmpfs", cfg.workdir, "tmpfs", nosd, f"mode=0700,size={cfg.tmpfs_mb}m{owner}")

@@ -154,14 +154,25 @@ class NsFactory:
 # ====================================================================== private root
 
 
-def _bind(src: str, root: str, writable: bool = False) -> None:
+# Python directories that live under /tmp (a venv there): every per-run /tmp is a fresh
+# tmpfs, so the child binds these back over it (see ``_child._mounts``). Set by build_root.
+TMP_PYTHON_DIRS: tuple[str, ...] = ()
+
+
+def under_tmp(path: str) -> bool:
+    return path == "/tmp" or path.startswith("/tmp/")
+
+
+def _bind(src: str, root: str, writable: bool = False, via: str | None = None) -> None:
+    """Bind ``src`` read-only at ``root + src``; ``via`` names the source when ``src`` itself
+    is hidden by then (an O_PATH fd as ``/proc/self/fd/N``)."""
     dst = root + src
-    if os.path.isdir(src):
+    if os.path.isdir(via or src):
         os.makedirs(dst, exist_ok=True)
     else:
         os.makedirs(os.path.dirname(dst), exist_ok=True)
         open(dst, "a").close()
-    _ns.mount(src, dst, None, _ns.MS_BIND | _ns.MS_REC)
+    _ns.mount(via or src, dst, None, _ns.MS_BIND | _ns.MS_REC)
     flags = _ns.MS_REMOUNT | _ns.MS_BIND | _ns.MS_NOSUID | (0 if writable else _ns.MS_RDONLY)
     _ns.mount(None, dst, None, flags)
 
@@ -192,8 +203,13 @@ def build_root() -> tuple[int, int, int]:
     Returns fds (net ns, mount ns, host /proc) opened before the pivot: the factory joins the
     namespaces, and the server keeps host /proc to read its children's CPU time.
     """
+    global TMP_PYTHON_DIRS
     _ns.unshare(_ns.CLONE_NEWNS | _ns.CLONE_NEWNET | _ns.CLONE_NEWIPC)
     _ns.mount(None, "/", None, _ns.MS_REC | _ns.MS_PRIVATE)
+    python_dirs = _python_dirs()
+    # held open before the host /tmp disappears under the new root (a venv in /tmp)
+    held = {d: os.open(d, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC) for d in python_dirs if under_tmp(d)}
+    TMP_PYTHON_DIRS = tuple(held)
     root = "/tmp"  # a tmpfs over the host /tmp: hides it and becomes the new root
     _ns.mount("opteval-root", root, "tmpfs", _ns.MS_NOSUID | _ns.MS_NODEV, "mode=0755,size=16m")
     for name in sorted(os.listdir("/")):
@@ -203,8 +219,10 @@ def build_root() -> tuple[int, int, int]:
     for d in ("/usr", "/lib", "/lib64", "/lib32", "/libx32", "/bin", "/sbin"):
         if os.path.isdir(d) and not os.path.islink(d):
             _bind(d, root)
-    for d in _python_dirs():
-        _bind(d, root)
+    for d in python_dirs:
+        _bind(d, root, via=f"/proc/self/fd/{held[d]}" if d in held else None)
+    for fd in held.values():
+        os.close(fd)
     for name in ETC_FILES:
         p = "/etc/" + name
         if os.path.exists(p):

@@ -70,11 +70,29 @@ class Zygote:
             pass
 
 
+def _installation_reachable_by_others() -> bool:
+    from evalcore.sandbox._root import _python_dirs
+
+    for d in _python_dirs():
+        path = "/"
+        for part in d.strip("/").split("/"):
+            path = os.path.join(path, part)
+            try:
+                if not os.stat(path).st_mode & 0o001:  # others may not traverse it
+                    return False
+            except OSError:
+                return False
+    return True
+
+
 def _zygote_main(sock: socket.socket, factory: NsFactory | None, contained: bool, netns: bool) -> NoReturn:
     _ns.set_name("opteval-zygote")
     self_pidfd = os.pidfd_open(os.getpid()) if contained else -1
     rng = random.Random()
-    root = os.geteuid() == 0
+    # Without namespaces a child sees the host's files: a throwaway uid can only run the
+    # solvers (CBC is an executable inside site-packages) if the installation is reachable
+    # by other users. Where it is not (e.g. under /root, mode 0700), keep the executor's uid.
+    root = os.geteuid() == 0 and (contained or _installation_reachable_by_others())
     sel = selectors.DefaultSelector()
     sel.register(sock, selectors.EVENT_READ, None)
     while True:
