@@ -6,6 +6,7 @@ import subprocess
 import sys
 import threading
 
+import pandas as pd
 import pytest
 import ray
 
@@ -14,6 +15,17 @@ from cluster.plan import expand_plan
 from cluster.scheduler import prepare, run_sweep
 
 pytestmark = pytest.mark.ray
+
+
+def _report_module():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "jobs" / "report.py"
+    spec = importlib.util.spec_from_file_location("report_job", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
 
 
 def _cfg(h, out, name, port, *extra, **kw):
@@ -52,6 +64,28 @@ def test_end_to_end_ledger_holds_the_plan_and_mlflow_matches(ray_cluster, h, tmp
     # a second run of the same command dispatches nothing and changes nothing
     assert run_sweep(cfg) == 0
     assert len(h.ledger_frame(tmp_path, "e2e")) == len(df)
+
+    # the full report from this ledger: files written, numbers equal the ledger's, logged to MLflow
+    capsys.readouterr()
+    report = _report_module()
+    args = [a for a in h.sweep_args(tmp_path, "e2e", port) if not a.startswith(("serving.", "progress."))]
+    assert report.main([*args, "--sync-mlflow", "--compare", "direct,opticycle"]) == 0
+    text = capsys.readouterr().out
+    assert "Paired comparison: direct vs opticycle" in text and "planned 9 trajectories, committed 9" in text
+    out_dir = tmp_path / "e2e" / "report"
+    for name in ("report.md", "main_table.csv", "main_table.tex", "tables/failures.csv"):
+        assert (out_dir / name).stat().st_size > 0, name
+    pngs = list((out_dir / "plots").glob("*.png"))
+    assert pngs and all(p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in pngs)
+    table = pd.read_csv(out_dir / "main_table.csv")
+    for method in ("direct", "opticycle", "optistate"):
+        row = table[table["method"].str.startswith(method)].iloc[0]
+        sub = df[df["method"] == method]
+        assert float(row["sample"]) == pytest.approx(100 * sub["correct"].mean(), abs=0.05)
+    parent = [r for r in client.search_runs([exp.experiment_id], filter_string="tags.`opteval.sweep` = 'e2e'")
+              if not r.data.tags.get("method")][0]
+    logged = {a.path for a in client.list_artifacts(parent.info.run_id, "report")}
+    assert "report/report.md" in logged and "report/main_table.csv" in logged
 
 
 def test_killing_an_executor_and_a_worker_loses_nothing(ray_cluster, h, tmp_path, configs_dir, monkeypatch):
