@@ -141,3 +141,23 @@ def test_read_only_open_writes_nothing(tmp_path):
     assert led.committed_keys() == set() and not (tmp_path / "fresh").exists()
     with pytest.raises(LedgerError):
         led.commit([_row(plan[0])])
+
+
+def test_readme_snippets_read_the_ledger_with_pandas_and_duckdb(tmp_path):
+    """The README's ways to read results work on a real ledger (several partitions, a compacted file)."""
+    import duckdb
+    import pandas as pd
+
+    cfg, res, fp, plan = _setup(tmp_path)
+    led = Ledger.open(str(tmp_path), "demo", res, fp, compact_every=2)
+    for i in range(0, len(plan), 3):
+        led.commit([_row(p, correct=(j % 2 == 0)) for j, p in enumerate(plan[i:i + 3])])
+    traj = tmp_path / "demo" / "trajectories"
+    df = pd.read_parquet(traj, partitioning=None)  # the files carry model and method themselves
+    assert sorted(df["key"]) == sorted(p.key for p in plan)
+    assert set(df["method"]) == {"direct", "opticycle"} and df["model"].dtype != "category"
+    acc = duckdb.sql(f"""SELECT model, method, avg(correct::INT) AS acc, count(*) AS n
+                         FROM read_parquet('{traj}/**/*.parquet', hive_partitioning=true)
+                         GROUP BY ALL ORDER BY ALL""").fetchall()
+    expect = df.groupby(["model", "method"]).correct.agg(["mean", "size"]).reset_index().values.tolist()
+    assert [[m, x, pytest.approx(a), n] for m, x, a, n in acc] == expect
