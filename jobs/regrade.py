@@ -38,7 +38,7 @@ if __package__ in (None, ""):  # run as a script: make the checkout importable
 
 from evalcore.extraction import PROFILES as EXTRACTION_PROFILES, extract_code, extract_submission
 from evalcore.grading import PROFILES as GRADING_PROFILES, grade, parse_submission
-from evalcore.models.replay import ReplayFileError, ReplayRecord, load_records
+from evalcore.models.replay import ReplayFileError, ReplayRecord, jsonl_rows, load_records
 from evalcore.sandbox import run_program
 from evalcore.sandbox.types import Limits
 
@@ -62,24 +62,17 @@ def load_answers(path: Path) -> dict[str, Any]:
     if not path.exists():
         raise RegradeInputError(f"{path}: no such file")
     answers: dict[str, Any] = {}
-    with path.open(encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise RegradeInputError(f"{path}:{lineno}: bad JSON ({exc.msg} at column {exc.colno})") from exc
-            if not isinstance(row, dict) or "id" not in row or "answer" not in row:
-                raise RegradeInputError(f"{path}:{lineno}: expected an object with keys 'id' and 'answer'")
-            problem_id = str(row["id"])
-            if problem_id in answers:
-                raise RegradeInputError(f"{path}:{lineno}: duplicate id {problem_id!r}")
-            if parse_submission(row["answer"]) is None:
-                raise RegradeInputError(
-                    f"{path}:{lineno}: answer {row['answer']!r} for id {problem_id!r} is neither a number nor a status"
-                )
-            answers[problem_id] = row["answer"]
+    for where, row in jsonl_rows(path, RegradeInputError):
+        if not isinstance(row, dict) or "id" not in row or "answer" not in row:
+            raise RegradeInputError(f"{where}: expected an object with keys 'id' and 'answer'")
+        problem_id = str(row["id"])
+        if problem_id in answers:
+            raise RegradeInputError(f"{where}: duplicate id {problem_id!r}")
+        if parse_submission(row["answer"]) is None:
+            raise RegradeInputError(
+                f"{where}: answer {row['answer']!r} for id {problem_id!r} is neither a number nor a status"
+            )
+        answers[problem_id] = row["answer"]
     return answers
 
 

@@ -52,7 +52,7 @@ def load_records(path: str | Path) -> list[ReplayRecord]:
     path = Path(path)
     if not path.exists():
         raise ReplayFileError(f"{path}: no such file")
-    rows = _parquet_rows(path) if path.suffix in (".parquet", ".pq") else _jsonl_rows(path)
+    rows = _parquet_rows(path) if path.suffix in (".parquet", ".pq") else jsonl_rows(path)
     records: list[ReplayRecord] = []
     seen: dict[tuple[str, int, int], str] = {}
     per_id: dict[str, int] = {}
@@ -69,7 +69,9 @@ def load_records(path: str | Path) -> list[ReplayRecord]:
     return records
 
 
-def _jsonl_rows(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
+def jsonl_rows(path: Path, error: type[Exception] | None = None) -> Iterator[tuple[str, Any]]:
+    """(``"file:line"``, parsed row) for each non-blank line; bad JSON raises ``error`` naming the line."""
+    error = error or ReplayFileError
     with path.open(encoding="utf-8") as fh:
         for lineno, line in enumerate(fh, 1):
             if not line.strip():
@@ -77,7 +79,7 @@ def _jsonl_rows(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
             try:
                 row = json.loads(line)
             except json.JSONDecodeError as exc:
-                raise ReplayFileError(f"{path}:{lineno}: bad JSON ({exc.msg} at column {exc.colno})") from exc
+                raise error(f"{path}:{lineno}: bad JSON ({exc.msg} at column {exc.colno})") from exc
             yield f"{path}:{lineno}", row
 
 
