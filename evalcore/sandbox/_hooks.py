@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 import inspect
 import math
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 from evalcore.sandbox import _child
 
@@ -72,18 +72,25 @@ def _record(library: str, sense: str, cont: int, binary: int, integer: int, ncon
 # ---------------------------------------------------------------- PuLP
 
 
+def _count_vars(columns: Iterable[tuple[bool, Any, Any]]) -> tuple[int, int, int]:
+    """(continuous, binary, integer) from (is_integer, lower, upper) per column: an integer
+    column bounded within [0, 1] is binary (None bounds mean unbounded)."""
+    cont = binary = integer = 0
+    for is_int, lo, up in columns:
+        if not is_int:
+            cont += 1
+        elif lo is not None and up is not None and lo >= 0 and up <= 1:
+            binary += 1
+        else:
+            integer += 1
+    return cont, binary, integer
+
+
 def _pulp_features(prob: Any) -> dict[str, Any]:
     import pulp
 
-    cont = binary = integer = 0
-    for v in prob.variables():
-        if v.cat == pulp.LpInteger or v.cat == pulp.LpBinary:
-            if v.lowBound is not None and v.upBound is not None and v.lowBound >= 0 and v.upBound <= 1:
-                binary += 1
-            else:
-                integer += 1
-        else:
-            cont += 1
+    cont, binary, integer = _count_vars((v.cat in (pulp.LpInteger, pulp.LpBinary), v.lowBound, v.upBound)
+                                        for v in prob.variables())
     raw = pulp.LpStatus.get(prob.status, prob.status)
     obj = pulp.value(prob.objective) if prob.objective is not None else None
     return _record("pulp", "max" if prob.sense == pulp.LpMaximize else "min", cont, binary, integer,
@@ -170,15 +177,8 @@ def _highs_features(h: Any) -> dict[str, Any]:
     n = int(lp.num_col_)
     integ = list(lp.integrality_) if len(lp.integrality_) else []
     lo, up = list(lp.col_lower_), list(lp.col_upper_)
-    cont = binary = integer = 0
-    for j in range(n):
-        if integ and integ[j] == highspy.HighsVarType.kInteger:
-            if lo[j] >= 0 and up[j] <= 1:
-                binary += 1
-            else:
-                integer += 1
-        else:
-            cont += 1
+    kinteger = highspy.HighsVarType.kInteger
+    cont, binary, integer = _count_vars((bool(integ) and integ[j] == kinteger, lo[j], up[j]) for j in range(n))
     raw = h.modelStatusToString(h.getModelStatus())
     sense = "max" if lp.sense_ == highspy.ObjSense.kMaximize else "min"
     return _record("highspy", sense, cont, binary, integer, int(lp.num_row_), raw,
@@ -237,16 +237,7 @@ def _split_vars(integrality: Any, lo: list[float], up: list[float], n: int) -> t
     if integrality is None:
         return n, 0, 0
     integ = np.broadcast_to(np.asarray(integrality), (n,))
-    cont = binary = integer = 0
-    for j in range(n):
-        if integ[j]:
-            if lo[j] >= 0 and up[j] <= 1:
-                binary += 1
-            else:
-                integer += 1
-        else:
-            cont += 1
-    return cont, binary, integer
+    return _count_vars((bool(integ[j]), lo[j], up[j]) for j in range(n))
 
 
 def _scipy_status(res: Any) -> str:
