@@ -27,7 +27,10 @@ import yaml
 from omegaconf import DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from evalcore.harnesses.base import Budgets
+from evalcore.models.base import Sampling
 from evalcore.records import config_fingerprint
+from evalcore.sandbox.types import Limits
 
 CONFIGS_ENV = "OPTEVAL_CONFIGS"
 GRADING_PROFILES_FALLBACK = ("optagentbench", "orlm", "sirl")
@@ -76,32 +79,37 @@ class GradingSection:
     profile: str = "optagentbench"
 
 
+# The defaults below are the evalcore dataclasses' own (one source of truth); these
+# sections only add typing and path-naming validation for the config file.
+_S, _B, _L = Sampling(), Budgets(), Limits()
+
+
 @dataclass
 class SamplingSection:
-    temperature: float = 0.6
-    top_p: float = 0.95
-    top_k: int = 20
-    max_tokens: int = 16384
-    base_seed: int = 42
+    temperature: float = _S.temperature
+    top_p: float = _S.top_p
+    top_k: int = _S.top_k
+    max_tokens: int = _S.max_tokens
+    base_seed: int = _S.base_seed
 
 
 @dataclass
 class BudgetsSection:
-    max_turns: int = 12
-    max_calls: int = 16
-    max_total_tokens: int = 400_000
-    summary_chars: int = 2000
-    summary_actions: int = 6
+    max_turns: int = _B.max_turns
+    max_calls: int = _B.max_calls
+    max_total_tokens: int = _B.max_total_tokens
+    summary_chars: int = _B.summary_chars
+    summary_actions: int = _B.summary_actions
 
 
 @dataclass
 class LimitsSection:
-    wall_s: float = 60.0
-    cpu_s: float = 60.0
-    memory_mb: int = 4096
-    max_procs: int = 64
-    output_bytes: int = 1_000_000
-    file_mb: int = 64
+    wall_s: float = _L.wall_s
+    cpu_s: float = _L.cpu_s
+    memory_mb: int = _L.memory_mb
+    max_procs: int = _L.max_procs
+    output_bytes: int = _L.output_bytes
+    file_mb: int = _L.file_mb
 
 
 @dataclass
