@@ -259,6 +259,7 @@ class Ledger:
         self.fs = fs
         self.root = root  # the sweep directory, as a path in ``fs``
         self.uri = uri  # the same, as the user would type it
+        self.trajectories_uri = join_uri(uri, TRAJ_DIR)  # the Parquet dataset, for messages and readers
         self.read_only = read_only
         self.compact_every = compact_every
         self.object_store = fs.type_name in OBJECT_STORES

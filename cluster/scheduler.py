@@ -605,7 +605,7 @@ def finalize(prep: Prepared, tracker: Any = None, interrupted: bool = False) -> 
         summary = results_summary(prep)
     title = f"sweep {prep.cfg.sweep.name}" + (" (interrupted: partial)" if interrupted else "")
     print(results_markdown(summary, title), flush=True)
-    print(f"[sweep] trajectories (Parquet): {prep.ledger.uri}/trajectories", flush=True)
+    print(f"[sweep] trajectories (Parquet): {prep.ledger.trajectories_uri}", flush=True)
     if tracker is not None and tracker.active:
         print(f"[sweep] MLflow runs: {ui_command(tracker.uri)}", flush=True)
     return summary

@@ -172,8 +172,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: {exc}", file=sys.stderr)
             return 2
     print(f"planned {plan.num_rows} trajectories, committed {committed}, missing {plan.num_rows - committed}")
-    print(f"ledger: {ledger.uri}/trajectories (Parquet; pandas.read_parquet or "
-          f"duckdb \"SELECT * FROM '{ledger.uri}/trajectories/**/*.parquet'\")")
+    print(f"ledger: {ledger.trajectories_uri} (Parquet; pandas.read_parquet(..., partitioning=None) or "
+          f"duckdb \"SELECT * FROM read_parquet('{ledger.trajectories_uri}/**/*.parquet')\")")
     return 0 if tracker is None or tracker.active else 1
 
 
