@@ -152,12 +152,10 @@ def budgets_for(cfg: Any, method: str, sampling: Any) -> Any:
     """The sweep's budgets with the method's overrides; per-call output cap = sampling.max_tokens."""
     from cluster.config import effective_budgets
     from evalcore.harnesses.base import Budgets
-    from evalcore.sandbox.types import Limits
 
-    known = {f for f in Budgets.__dataclass_fields__ if f != "exec_limits"}
-    kw = {k: v for k, v in effective_budgets(cfg, method).items() if k in known}
+    kw = effective_budgets(cfg, method)
     kw.setdefault("max_output_tokens", sampling.max_tokens)
-    return Budgets(**kw, exec_limits=Limits(**_plain(cfg.limits)))
+    return Budgets.from_config({**kw, "exec_limits": _plain(cfg.limits)})
 
 
 # -- committing ---------------------------------------------------------------------------
