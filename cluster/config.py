@@ -21,7 +21,7 @@ import os
 import re
 from dataclasses import dataclass, field, fields, is_dataclass
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Mapping, Optional
 
 import yaml
 from omegaconf import DictConfig, ListConfig, OmegaConf
@@ -494,26 +494,31 @@ def _build_model_config(name: str) -> DictConfig:
 
 
 def backend_config(name: str) -> dict[str, Any]:
-    """The flat dict ``evalcore.models.make_model`` takes, built from a model yaml.
+    """The flat dict ``evalcore.models.make_model`` takes, built from a model yaml."""
+    return flat_backend_config({**as_plain(model_config(name)), "name": name})
+
+
+def flat_backend_config(model: Mapping[str, Any]) -> dict[str, Any]:
+    """A model config as plain data -> the flat dict ``evalcore.models.make_model`` takes.
 
     simulated: ``{name, backend, skill: {SimSkill fields}, ttft_s, tokens_per_s, ...}``;
-    openai: ``{name, backend, base_url, model_id, ...}`` (unset keys left out). A vllm
-    model is served by the cluster and reached as ``openai`` at its Serve URL, so it
-    has no backend config of its own here.
+    openai: ``{name, backend, base_url, model_id, ...}``; replay: ``{name, backend, path}``
+    (unset keys left out). A vllm model is served by the cluster and reached as ``openai``
+    at its Serve URL, so it has no backend config of its own here. Pure: Serve replicas
+    call it on the dict they were given, without reading config files.
     """
-    node = model_config(name)
-    out: dict[str, Any] = {"name": name, "backend": str(node.backend)}
-    if node.backend == "simulated":
-        sim = as_plain(node.simulated)
+    backend = str(model.get("backend") or "simulated")
+    out: dict[str, Any] = {"name": str(model["name"]), "backend": backend}
+    if backend == "simulated":
+        sim = dict(model.get("simulated") or {})
         out.update({k: sim.pop(k) for k in SIM_MODEL_KEYS if k in sim})
-        out["skill"] = sim
-    elif node.backend == "openai":
-        out.update({k: v for k, v in as_plain(node.openai).items() if v is not None})
-        extra = as_plain(node.sampling.extra_body)
+        if sim:
+            out["skill"] = sim
+    elif backend in ("openai", "replay"):
+        out.update({k: v for k, v in dict(model.get(backend) or {}).items() if v is not None})
+        extra = dict((model.get("sampling") or {}).get("extra_body") or {}) if backend == "openai" else {}
         if extra:
             out["extra_body"] = extra
-    elif node.backend == "replay":
-        out.update({k: v for k, v in as_plain(node.replay).items() if v is not None})
     return out
 
 

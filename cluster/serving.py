@@ -20,6 +20,8 @@ from ray import serve
 from starlette.requests import Request
 from starlette.responses import Response
 
+from cluster.config import flat_backend_config
+
 SIMULATED_FINGERPRINT = "opteval-simulated"
 LLM_APP_NAME = "opteval-llm"
 # One access-log line per request would drown the progress line in `ray job logs`.
@@ -47,18 +49,9 @@ class Endpoint:
 
 # -- the simulated policy as an OpenAI-compatible Serve app --------------------------------
 
-SIM_TOP_LEVEL = ("policy", "ttft_s", "tokens_per_s", "report_usage")
-
-
 def simulated_model_cfg(model_cfg: dict[str, Any]) -> dict[str, Any]:
-    """configs/models shape (``simulated: {p_correct, ttft_s, ...}``) -> ``SimulatedModel.from_config``'s
-    (``{name, backend, skill: {...}, ttft_s, tokens_per_s, ...}``)."""
-    sim = dict(model_cfg.get("simulated") or {})
-    out: dict[str, Any] = {"name": str(model_cfg["name"]), "backend": "simulated"}
-    out.update({k: sim.pop(k) for k in SIM_TOP_LEVEL if k in sim})
-    if sim:
-        out["skill"] = sim
-    return out
+    """configs/models shape (``simulated: {p_correct, ttft_s, ...}``) -> ``SimulatedModel.from_config``'s."""
+    return flat_backend_config({**model_cfg, "backend": "simulated"})
 
 
 def _usage_block(usage: Any) -> dict[str, Any]:
@@ -185,13 +178,10 @@ def external_endpoint(model_cfg: dict[str, Any]) -> Endpoint:
 
 def in_process_endpoint(model_cfg: dict[str, Any]) -> Endpoint:
     """Backends without a server (replay): the worker builds them with ``make_model``."""
-    name = str(model_cfg["name"])
-    backend = str(model_cfg.get("backend"))
-    section = dict(model_cfg.get(backend) or {})
-    plain = {"name": name, "backend": backend, **{k: v for k, v in section.items() if v is not None}}
-    if backend == "simulated":
-        plain = simulated_model_cfg(model_cfg)
-    return Endpoint(name=name, base_url=None, model_id=name, simulated=backend == "simulated", model_cfg=plain)
+    plain = flat_backend_config(model_cfg)
+    name = plain["name"]
+    return Endpoint(name=name, base_url=None, model_id=name, simulated=plain["backend"] == "simulated",
+                    model_cfg=plain)
 
 
 def deploy_vllm(model_cfgs: list[dict[str, Any]], cfg: Any) -> dict[str, Endpoint]:
