@@ -39,6 +39,9 @@ def _local_init_kwargs(num_cpus: int | None, dashboard: bool) -> dict[str, Any]:
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     pythonpath = os.pathsep.join([str(REPO_ROOT)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])
     return {
+        # "local" always starts a new cluster: never attach to one started by `ray start`
+        # (or named by a stale /tmp/ray/ray_current_cluster) that the user did not ask for.
+        "address": "local",
         "num_cpus": num_cpus or os.cpu_count() or 1,
         "include_dashboard": dashboard,
         "namespace": NAMESPACE,
