@@ -1,6 +1,7 @@
 """KubeRay manifests: rendered from the configs, overlays build, invariants hold on every one."""
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -29,8 +30,13 @@ needs_kubectl = pytest.mark.skipif(shutil.which("kubectl") is None,
                                    reason="kubectl not installed; the Python build is checked alone")
 
 
+@functools.lru_cache(maxsize=None)
+def _built(overlay: str) -> str:
+    return json.dumps(k8s.build(REPO / "k8s" / "overlays" / overlay))
+
+
 def _docs(overlay: str) -> list[dict]:
-    return k8s.build(REPO / "k8s" / "overlays" / overlay)
+    return json.loads(_built(overlay))  # a fresh copy each time: tests may edit it
 
 
 def _by_kind(docs: list[dict], kind: str) -> list[dict]:
