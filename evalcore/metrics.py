@@ -417,8 +417,9 @@ def sign_flip_pvalue(diffs: Sequence[float] | np.ndarray, n_resamples: int = 999
         raise ValueError("sign-flip test of no problems")
     if not np.any(d != 0):
         return 1.0
-    res = permutation_test((d,), np.mean, permutation_type="samples", alternative="two-sided",
-                           n_resamples=int(n_resamples), rng=np.random.default_rng(seed))
+    res = permutation_test((d,), lambda x, axis: np.mean(x, axis=axis), permutation_type="samples",
+                           vectorized=True, alternative="two-sided", n_resamples=int(n_resamples),
+                           rng=np.random.default_rng(seed))
     return float(min(1.0, res.pvalue))
 
 

@@ -9,22 +9,10 @@ import math
 
 import pandas as pd
 import pytest
-from scipy.stats import norm
 
 from evalcore.reporting import build_report, isc_select, k_values
 from evalcore.reporting.frame import ReportError
 from tests.report.synth import ANSWERS, MODEL_META, PLANNED, ledger_frame, rows
-
-Z = float(norm.ppf(0.975))
-
-
-def wilson(c: int, n: int) -> tuple[float, float]:
-    p = c / n
-    d = 1 + Z * Z / n
-    centre = (p + Z * Z / (2 * n)) / d
-    half = Z * math.sqrt(p * (1 - p) / n + Z * Z / (4 * n * n)) / d
-    return (0.0 if c == 0 else centre - half), (1.0 if c == n else centre + half)
-
 
 @pytest.fixture(scope="module")
 def rep():
