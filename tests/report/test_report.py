@@ -240,7 +240,13 @@ def test_paired(rep):
     assert (al["n"], al["k"]) == (6, "1-3") and al["net_gain"] == pytest.approx(1 / 12)
     m = cell(p, model="M1", benchmark="Macro")
     assert m["net_gain"] == pytest.approx(((4 / 6 - 3 / 6) + 0 + 0) / 3)
-    assert m["low"] <= m["net_gain"] <= m["high"]
+    # Macro delta replicates = (A + 0 + C) / 3 with A in {4/6, -2/6 (1/4 each), 1/6 (1/2)} and C in
+    # {1, -1 (1/4 each), 0 (1/2)}: each extreme has probability 1/16 > 5%, so the 90% interval is
+    # [(-1/3 - 1) / 3, (2/3 + 1) / 3]
+    assert (m["low"], m["high"]) == pytest.approx((-4 / 9, 5 / 9))
+    # weighted sign flips of (2, -1) / 18 and (3, -3) / 18 (B's zeros do not move): every sum is
+    # odd in 1/18 units, so none is below the observed 1/18: p = 1 (exact enumeration)
+    assert m["p_value"] == pytest.approx(1.0) and "stratified" in m["test"]
     assert len(p[(p.model == "M2") & (p.benchmark == "Macro")]) == 0  # one benchmark: no macro row
     md = rep.markdown()
     assert "Paired by problem" in md and "90% interval" in md
