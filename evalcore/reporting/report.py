@@ -188,8 +188,9 @@ def grading_statement(profile: str) -> str:
     text = f"Grading: `{profile}`: numbers match when {rule}; statuses (infeasible, unbounded) match exactly."
     if profile == "optagentbench":
         text += (" The benchmark's \"absolute 1e-2 and relative 1e-4\" tolerance is read as the larger of the two; "
-                 "the numpy reading (`optagentbench_numpy`: 1e-2 + 1e-4*|expected|) is looser, most near |x| ~ 100, "
-                 "and is shown side by side under Grading sensitivity.")
+                 "the numpy reading (`optagentbench_numpy`: 1e-2 + 1e-4*|expected|) is looser by "
+                 "min(1e-2, 1e-4*|expected|), twice as wide at |x| = 100, and is shown side by side under "
+                 "Grading sensitivity.")
     elif profile == "optagentbench_numpy":
         text += (" This is the numpy.isclose reading of \"absolute 1e-2 and relative 1e-4\"; the `optagentbench` "
                  "profile reads it as the larger of the two (shown under Grading sensitivity).")

@@ -97,6 +97,9 @@ def sampling_tables(prep: Prepared, profile: str,
         row[f"isc_unscored:{b}"] = sum(unscored(pr["subs"], pr["models"]) for pr in probs)
     sel = pd.DataFrame(list(sel_rows.values())).astype(object)
     sel = sel.where(sel.notna(), None)
+    for c in sel.columns:  # counts stay integers (a benchmark absent for some rows made them float)
+        if c.startswith(("n:", "dec:", "isc_unscored:")):
+            sel[c] = [int(v) if isinstance(v, float) and v.is_integer() else v for v in sel[c]]
     if len(sel):
         benches = sorted({g[2] for g in per_group})
         for kind in ("avg", "pass@n", "maj@n", "orr1@n", "isc@n"):
