@@ -29,7 +29,7 @@ import math
 from collections import Counter
 from typing import Any, Iterable, Sequence
 
-from evalcore.grading import Parsed, grade_parsed
+from evalcore.grading import Parsed, grade_parsed, parse_submission
 from evalcore.metrics import majority_answer as majority_vote
 
 __all__ = ["SELECTION_PROFILES", "benchmark_decimals", "isc_select", "majority_vote", "orr1_vote",
@@ -57,7 +57,8 @@ def orr1_vote(parsed: Sequence[Parsed], decimals: int) -> float | None:
     ``round(x, decimals)``; the most frequent rounded value wins, ties to the value seen
     first. Returns the first submission (unrounded) of the winning value; None if no number
     was submitted."""
-    nums = [(round(p, decimals), p) for p in parsed if isinstance(p, float)]
+    votes = [parse_submission(p) for p in parsed]  # NaN from a pandas column -> None (no vote)
+    nums = [(round(p, decimals), p) for p in votes if isinstance(p, float)]
     if not nums:
         return None
     counts = Counter(r for r, _ in nums)  # insertion-ordered: most_common breaks ties by first seen
@@ -113,6 +114,7 @@ def isc_select(parsed: Sequence[Any], models: Sequence[Any], profile: str) -> tu
     score (None-answer candidates score 0 and are never selected). See the module doc.
     ``models`` are the captured models (dicts or None); a SciPy model's sense is resolved
     against its candidate's submission here."""
+    parsed = [parse_submission(p) for p in parsed]  # NaN from a pandas column -> None (not a candidate)
     cand = [i for i, p in enumerate(parsed) if p is not None]
     scores = [0.0] * len(parsed)
     if not cand:
@@ -148,4 +150,4 @@ def isc_select(parsed: Sequence[Any], models: Sequence[Any], profile: str) -> tu
 def unscored(parsed: Sequence[Any], models: Sequence[Any]) -> int:
     """Candidates (parseable submissions) without a captured solver model: ISC has no
     structural evidence for them."""
-    return sum(1 for p, m in zip(parsed, models) if p is not None and not isinstance(m, dict))
+    return sum(1 for p, m in zip(parsed, models) if parse_submission(p) is not None and not isinstance(m, dict))

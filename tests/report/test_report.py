@@ -174,6 +174,8 @@ def test_orr1_rounding_and_decimals():
     assert orr1_vote([1.004, 0.996, 2.0], 2) == 1.004
     assert orr1_vote([1.004, 0.996, 2.0], 3) == 1.004  # three distinct values: tie -> first seen
     assert orr1_vote(["infeasible", None], 2) is None
+    assert orr1_vote([float("nan"), 3.0], 2) == 3.0 and orr1_vote([float("nan")], 2) is None  # NaN never votes
+    assert isc_select([float("nan"), 4.0], [None, None], "optagentbench") == (4.0, [0.0, 1.0])
     assert select([5.0, 5.001, 6.0], "optagentbench", "tolerance") == 5.0
     assert select([5.0, 5.001, 6.0], "optagentbench", "orr1", decimals=3) == 5.0
     with pytest.raises(ValueError, match="unknown selection profile"):
