@@ -187,6 +187,14 @@ def _optagentbench(a: float, b: float) -> bool:
     return abs(a - b) <= tol * (1.0 + _BOUNDARY_SLACK)
 
 
+def _optagentbench_numpy(a: float, b: float) -> bool:
+    # The same two tolerances read as numpy.isclose(a, b, rtol=1e-4, atol=1e-2) does:
+    # |a - b| <= atol + rtol * |b|, relative to the expected side. It is looser than the
+    # max() reading everywhere (the sum exceeds the max), by up to 1e-2 near |b| ~ 100
+    # where the two tolerances are equal. Kept for the grading-sensitivity table.
+    return abs(a - b) <= (1e-2 + 1e-4 * abs(b)) * (1.0 + _BOUNDARY_SLACK)
+
+
 def _orlm(a: float, b: float) -> bool:
     # Both rounded to integers first, then |ra - rb| <= 5% of |rb|, in exact integer
     # arithmetic. When the rounded answer is 0 the rule is absolute (|ra - rb| <= 0.05),
@@ -220,6 +228,8 @@ PROFILES: dict[str, GradingProfile] = {
     p.name: p
     for p in (
         GradingProfile("optagentbench", "|a-b| <= max(1e-2, 1e-4*max(|a|,|b|))", _optagentbench),
+        GradingProfile("optagentbench_numpy", "|a-b| <= 1e-2 + 1e-4*|b| (numpy.isclose reading)",
+                       _optagentbench_numpy),
         GradingProfile(
             "orlm",
             "round both with Python round (half to even, as ORLM); |ra-rb| <= 5% of |rb|, equal when rb == 0",

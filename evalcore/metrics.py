@@ -223,30 +223,82 @@ def executed_ok(exec_ok: int | None, submission_value: float | None, submission_
 
 
 # -- intervals ---------------------------------------------------------------------------------
+#
+# Samples of one problem are correlated (same question, same model), so a rate over
+# problems x samples has the uncertainty of its *problems*: the report's intervals are a
+# percentile cluster bootstrap over problems. Wilson and Clopper-Pearson (scipy) remain for
+# a proportion of independent items (one sample per problem, discordant pairs).
 
 
 def wilson_interval(successes: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
-    """Wilson score interval for a binomial proportion (good near 0 and 1, unlike Wald)."""
+    """Wilson score interval (scipy's ``binomtest(...).proportion_ci(method="wilson")``) for
+    ``successes`` of ``n`` *independent* items. Not for k samples of one problem."""
+    _check_binomial(successes, n, "Wilson interval")
+    from scipy.stats import binomtest
+
+    ci = binomtest(int(successes), int(n)).proportion_ci(confidence_level=_conf(confidence), method="wilson")
+    return max(0.0, float(ci.low)), min(1.0, float(ci.high))
+
+
+def clopper_pearson(successes: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
+    """Exact (Clopper-Pearson) interval, scipy's ``proportion_ci(method="exact")``."""
+    _check_binomial(successes, n, "Clopper-Pearson interval")
+    from scipy.stats import binomtest
+
+    ci = binomtest(int(successes), int(n)).proportion_ci(confidence_level=_conf(confidence), method="exact")
+    return float(ci.low), float(ci.high)
+
+
+def _check_binomial(successes: int, n: int, what: str) -> None:
     if n <= 0:
-        raise ValueError("Wilson interval needs n > 0")
+        raise ValueError(f"{what} needs n > 0")
     if not 0 <= successes <= n:
-        raise ValueError(f"Wilson interval needs 0 <= successes <= n, got {successes}/{n}")
-    z = _z(confidence)
-    p = successes / n
-    denom = 1 + z * z / n
-    centre = (p + z * z / (2 * n)) / denom
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
-    low = 0.0 if successes == 0 else max(0.0, centre - half)
-    high = 1.0 if successes == n else min(1.0, centre + half)  # exact at the ends
-    return low, high
+        raise ValueError(f"{what} needs 0 <= successes <= n, got {successes}/{n}")
+
+
+def _conf(confidence: float) -> float:
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must be in (0, 1), got {confidence}")
+    return float(confidence)
 
 
 def _z(confidence: float) -> float:
-    if not 0 < confidence < 1:
-        raise ValueError(f"confidence must be in (0, 1), got {confidence}")
     from scipy.stats import norm
 
-    return float(norm.ppf(0.5 + confidence / 2))
+    return float(norm.ppf(0.5 + _conf(confidence) / 2))
+
+
+def bootstrap_seed(seed: int, *parts: Any) -> list[int]:
+    """A numpy seed sequence from ``seed`` and names (e.g. the benchmark): stable across
+    runs and Python processes (no ``hash()``), so a report is reproducible and two methods
+    evaluated on the same benchmark get the same resampled problem sets (paired)."""
+    import zlib
+
+    return [int(seed)] + [zlib.crc32(str(p).encode("utf-8")) for p in parts]
+
+
+def problem_bootstrap(correct: Sequence[float] | np.ndarray, planned: Sequence[float] | np.ndarray,
+                      n_resamples: int = 2000, seed: int | Sequence[int] = 0) -> np.ndarray:
+    """``n_resamples`` bootstrap replicates of ``sum(correct) / sum(planned)`` with the
+    problems (entries) resampled with replacement, each problem's samples kept together.
+
+    ``correct[i]``/``planned[i]``: problem i's correct and planned sample counts. With the
+    same seed and problem count the same problems are drawn, whatever the counts."""
+    c = np.asarray(correct, dtype=float)
+    p = np.asarray(planned, dtype=float)
+    if c.shape != p.shape or c.ndim != 1 or len(c) == 0 or p.sum() <= 0:
+        raise ValueError("bootstrap needs at least one problem with planned samples")
+    if n_resamples < 1:
+        raise ValueError(f"bootstrap needs n_resamples >= 1, got {n_resamples}")
+    idx = np.random.default_rng(seed).integers(0, len(c), size=(int(n_resamples), len(c)))
+    return c[idx].sum(axis=1) / np.maximum(p[idx].sum(axis=1), 1e-300)
+
+
+def percentile_interval(replicates: np.ndarray, confidence: float = 0.95) -> tuple[float, float]:
+    """The percentile interval of bootstrap replicates (numpy's linear quantiles)."""
+    alpha = (1 - _conf(confidence)) / 2
+    low, high = np.quantile(np.asarray(replicates, dtype=float), [alpha, 1 - alpha])
+    return float(low), float(high)
 
 
 def bootstrap_ci(
@@ -267,62 +319,76 @@ def bootstrap_ci(
     planned = np.array([len(row) for row in per_problem], dtype=float)
     if len(correct) == 0 or planned.sum() == 0:
         raise ValueError("bootstrap needs at least one problem with samples")
-    _z(confidence)
-    estimate = float(correct.sum() / planned.sum())
-    rng = np.random.default_rng(seed)
-    idx = rng.integers(0, len(correct), size=(n_resamples, len(correct)))
-    stats = correct[idx].sum(axis=1) / np.maximum(planned[idx].sum(axis=1), 1)
-    alpha = (1 - confidence) / 2
-    low, high = np.quantile(stats, [alpha, 1 - alpha])
-    return estimate, float(low), float(high)
+    _conf(confidence)
+    reps = problem_bootstrap(correct, planned, n_resamples, seed)
+    low, high = percentile_interval(reps, confidence)
+    return float(correct.sum() / planned.sum()), low, high
 
 
 # -- paired comparison --------------------------------------------------------------------------
 
 
 def mcnemar_exact(b: int, c: int) -> float:
-    """Exact two-sided McNemar p-value from the discordant counts.
-
-    ``b`` = pairs where only method A is correct, ``c`` = only B. Under H0 the
-    discordant pairs split Binomial(b + c, 1/2); p = min(1, 2 * P(X <= min(b, c))).
-    p = 1 when there are no discordant pairs.
-    """
+    """Exact two-sided McNemar p-value from the discordant counts: scipy's two-sided
+    binomial test of ``b`` successes in ``b + c`` at 1/2. ``b`` = items only A got right,
+    ``c`` = only B. p = 1 when there are no discordant items."""
     if b < 0 or c < 0:
         raise ValueError(f"McNemar needs non-negative counts, got b={b}, c={c}")
-    n = b + c
-    if n == 0:
+    if b + c == 0:
         return 1.0
-    k = min(b, c)
-    tail = sum(math.comb(n, i) for i in range(k + 1)) / 2**n
-    return min(1.0, 2.0 * tail)
+    from scipy.stats import binomtest
+
+    return float(binomtest(int(b), int(b + c), 0.5, alternative="two-sided").pvalue)
+
+
+def conditional_exact_interval(b: int, c: int, n: int, confidence: float = 0.90) -> tuple[float, float]:
+    """SemOPT's interval for the paired net gain ``(b - c) / n``: conditional on the
+    ``b + c`` discordant items, ``b ~ Binomial(b + c, pi)``; the exact (Clopper-Pearson)
+    interval [pi_lo, pi_hi] maps to ``(b + c) * (2 pi - 1) / n``. No discordant items:
+    the gain is exactly 0 given the data, so [0, 0]."""
+    if n <= 0 or b < 0 or c < 0 or b + c > n:
+        raise ValueError(f"net-gain interval needs 0 <= b + c <= n, got b={b}, c={c}, n={n}")
+    nd = b + c
+    if nd == 0:
+        return 0.0, 0.0
+    lo, hi = clopper_pearson(b, nd, confidence)
+    return nd * (2 * lo - 1) / n, nd * (2 * hi - 1) / n
+
+
+EXACT_TEST = "exact McNemar on discordant problems; conditional exact interval (SemOPT)"
+BOOTSTRAP_TEST = "paired cluster bootstrap over problems; sign-flip permutation p-value"
 
 
 @dataclass(frozen=True)
 class PairedResult:
-    """A vs B on the same problems: net gain of A over B with an interval and McNemar's p."""
+    """A vs B on the same problems: net gain of A over B with an interval and a p-value.
+
+    With one sample per problem the counts are problems: ``a_only``/``b_only`` the
+    discordant problems (McNemar's b and c). With k > 1 samples they are problems where A's
+    rate is above / below B's (``both``/``neither`` then count ties with rate 1 / 0).
+    ``test`` names the method used."""
 
     n: int
     a_only: int  # b in McNemar's table
     b_only: int  # c
     both: int
     neither: int
-    net_gain: float  # (a_only - b_only) / n = acc(A) - acc(B)
+    net_gain: float  # acc(A) - acc(B)
     low: float
     high: float
     p_value: float
+    test: str = EXACT_TEST
+    confidence: float = 0.90
 
 
-def paired_net_gain(
-    a: Sequence[Any], b: Sequence[Any], confidence: float = 0.95
-) -> PairedResult:
-    """Paired comparison of two methods graded on the same items (same order).
+def paired_net_gain(a: Sequence[Any], b: Sequence[Any], confidence: float = 0.90) -> PairedResult:
+    """Paired comparison of two methods with one graded sample per problem (same order).
 
-    Net gain = acc(A) - acc(B) = (a_only - b_only) / n. The interval is the Wald interval
-    for a difference of paired proportions, ``d ± z * sqrt((b+c)/n - d²) / sqrt(n)``,
-    clipped to [-1, 1]; McNemar's exact test gives the p-value. Missing grades are wrong.
-    For per-problem rates over k samples, pass each sample's grade aligned by
-    (problem, sample) or use :func:`paired_bootstrap`.
-    """
+    Net gain = acc(A) - acc(B) = (a_only - b_only) / n; its interval is SemOPT's
+    conditional exact interval (:func:`conditional_exact_interval`, 90% by default) and
+    the p-value the exact McNemar test on the discordant problems. Missing grades are
+    wrong. Items must be independent (problems, not samples of one problem): for k > 1
+    samples per problem use :func:`paired_by_problem`."""
     if len(a) != len(b):
         raise ValueError(f"paired comparison needs equal lengths, got {len(a)} and {len(b)}")
     n = len(a)
@@ -334,14 +400,57 @@ def paired_net_gain(
     b_only = sum(1 for x, y in zip(av, bv) if y and not x)
     both = sum(1 for x, y in zip(av, bv) if x and y)
     neither = n - a_only - b_only - both
-    d = (a_only - b_only) / n
-    z = _z(confidence)
-    var = max(0.0, (a_only + b_only) / n - d * d) / n
-    half = z * math.sqrt(var)
+    low, high = conditional_exact_interval(a_only, b_only, n, confidence)
+    return PairedResult(n=n, a_only=a_only, b_only=b_only, both=both, neither=neither,
+                        net_gain=(a_only - b_only) / n, low=low, high=high,
+                        p_value=mcnemar_exact(a_only, b_only), test=EXACT_TEST, confidence=confidence)
+
+
+def sign_flip_pvalue(diffs: Sequence[float] | np.ndarray, n_resamples: int = 9999, seed: int | Sequence[int] = 0) -> float:
+    """Two-sided sign-flip permutation p-value for mean(diffs) = 0 (scipy's
+    ``permutation_test`` with one sample, ``permutation_type="samples"``: exact when
+    ``2**n <= n_resamples``). All-zero differences give 1."""
+    from scipy.stats import permutation_test
+
+    d = np.asarray(diffs, dtype=float)
+    if len(d) == 0:
+        raise ValueError("sign-flip test of no problems")
+    if not np.any(d != 0):
+        return 1.0
+    res = permutation_test((d,), lambda x, axis: np.mean(x, axis=axis), permutation_type="samples",
+                           vectorized=True, alternative="two-sided", n_resamples=int(n_resamples),
+                           rng=np.random.default_rng(seed))
+    return float(min(1.0, res.pvalue))
+
+
+def paired_by_problem(a: Sequence[Sequence[Any]], b: Sequence[Sequence[Any]], confidence: float = 0.90,
+                      n_resamples: int = 2000, seed: int | Sequence[int] = 0) -> PairedResult:
+    """A vs B paired by problem: ``a[i]``/``b[i]`` are problem i's sample grades.
+
+    One sample per problem everywhere: :func:`paired_net_gain` (exact McNemar, SemOPT's
+    conditional exact interval). Otherwise the per-problem differences
+    ``d_i = acc_i(A) - acc_i(B)``: net gain = ``sum(c_a - c_b) / sum(k)`` (= acc(A) -
+    acc(B) over planned samples), percentile interval from a cluster bootstrap of the
+    problems (the same problems drawn for both methods), and a sign-flip permutation
+    p-value on the d_i."""
+    if len(a) != len(b) or not len(a):
+        raise ValueError("paired comparison needs the same non-empty list of problems for both methods")
+    ka = [len(r) for r in a]
+    if ka != [len(r) for r in b] or min(ka) == 0:
+        raise ValueError("paired comparison needs the same planned samples per problem for both methods")
+    if max(ka) == 1:
+        return paired_net_gain([r[0] for r in a], [r[0] for r in b], confidence)
+    ca = np.array([sum(_as_correct(v) for v in r) for r in a], dtype=float)
+    cb = np.array([sum(_as_correct(v) for v in r) for r in b], dtype=float)
+    k = np.array(ka, dtype=float)
+    reps = problem_bootstrap(ca - cb, k, n_resamples, seed)
+    low, high = percentile_interval(reps, confidence)
+    d = (ca - cb) / k
     return PairedResult(
-        n=n, a_only=a_only, b_only=b_only, both=both, neither=neither, net_gain=d,
-        low=max(-1.0, d - half), high=min(1.0, d + half), p_value=mcnemar_exact(a_only, b_only),
-    )
+        n=len(ca), a_only=int((d > 0).sum()), b_only=int((d < 0).sum()),
+        both=int(((d == 0) & (ca == k)).sum()), neither=int(((d == 0) & (ca < k)).sum()),
+        net_gain=float((ca - cb).sum() / k.sum()), low=low, high=high,
+        p_value=sign_flip_pvalue(d, seed=seed), test=BOOTSTRAP_TEST, confidence=confidence)
 
 
 def paired_bootstrap(
@@ -359,14 +468,13 @@ def paired_bootstrap(
     pb = np.array([len(r) for r in b], dtype=float)
     if pa.sum() == 0 or pb.sum() == 0:
         raise ValueError("paired bootstrap needs samples for both methods")
-    _z(confidence)
+    _conf(confidence)
     est = float(ca.sum() / pa.sum() - cb.sum() / pb.sum())
     rng = np.random.default_rng(seed)
     idx = rng.integers(0, len(ca), size=(n_resamples, len(ca)))
     diff = ca[idx].sum(1) / np.maximum(pa[idx].sum(1), 1) - cb[idx].sum(1) / np.maximum(pb[idx].sum(1), 1)
-    alpha = (1 - confidence) / 2
-    low, high = np.quantile(diff, [alpha, 1 - alpha])
-    return est, float(low), float(high)
+    low, high = percentile_interval(diff, confidence)
+    return est, low, high
 
 
 # -- over a ledger table -------------------------------------------------------------------------
@@ -400,6 +508,8 @@ def summarize(
     by: Sequence[str] = SUMMARY_BY,
     planned: Mapping[Any, int] | int | None = None,
     confidence: float = 0.95,
+    n_resamples: int = 2000,
+    seed: int = 0,
 ) -> "Any":
     """Per-group accounting from a ledger table (pyarrow Table or pandas DataFrame with
     :data:`evalcore.records.LEDGER_SCHEMA` columns; ``correct`` is required, token,
@@ -410,8 +520,15 @@ def summarize(
     "as many as committed" (no missing). Groups planned but absent from the table appear
     with zero scored. Rows sharing a ``key`` count once (the last one wins: a retry
     replaces the archived attempt). Returns a pandas DataFrame, one row per group, with
-    ``planned, scored, missing, correct, errors, avg, ci_low, ci_high`` (Wilson over
-    trajectories), ``tokens_mean, tokens_n, tokens_missing, exec_rate, simulated``.
+    ``planned, scored, missing, correct, errors, avg, ci_low, ci_high, ci_method``,
+    ``tokens_mean, tokens_n, tokens_missing, exec_rate, simulated``.
+
+    Interval: with a ``problem_id`` column, a percentile cluster bootstrap over the group's
+    problems (:func:`problem_bootstrap`, seeded by ``seed`` and the benchmark); planned but
+    uncommitted trajectories, whose problem the table cannot name, scale every problem's
+    denominator by planned / scored. Without ``problem_id``, Wilson over trajectories, which
+    treats a problem's samples as independent and is too narrow when k > 1: ``ci_method``
+    says which was used.
     """
     import pandas as pd
 
@@ -435,9 +552,10 @@ def summarize(
                    correct=counts.correct, errors=counts.errors)
         if counts.planned > 0:
             row["avg"] = counts.avg
-            row["ci_low"], row["ci_high"] = wilson_interval(counts.correct, counts.planned, confidence)
+            row["ci_low"], row["ci_high"], row["ci_method"] = _group_interval(
+                g, counts, confidence, n_resamples, bootstrap_seed(seed, row.get("benchmark", key)))
         else:
-            row["avg"] = row["ci_low"] = row["ci_high"] = None
+            row["avg"] = row["ci_low"] = row["ci_high"] = row["ci_method"] = None
         if {"prompt_tokens", "completion_tokens"} <= set(g.columns):
             tm = mean_tokens(trajectory_tokens(_none(p), _none(c)) for p, c in zip(g["prompt_tokens"], g["completion_tokens"]))
             row.update(tokens_mean=tm.mean, tokens_n=tm.n_used, tokens_missing=tm.n_missing)
@@ -450,6 +568,22 @@ def summarize(
             row["simulated"] = bool(g["simulated"].fillna(False).astype(bool).any())
         out.append(row)
     return pd.DataFrame(out)
+
+
+CI_BOOTSTRAP = "cluster bootstrap over problems"
+CI_WILSON = "wilson over trajectories (no problem ids)"
+
+
+def _group_interval(g: Any, counts: BenchmarkCounts, confidence: float, n_resamples: int,
+                    seed: Sequence[int]) -> tuple[float, float, str]:
+    """summarize's interval for one group (see there)."""
+    if "problem_id" not in g.columns or counts.scored == 0:
+        return (*wilson_interval(counts.correct, counts.planned, confidence), CI_WILSON)
+    ok = g["correct"].map(_as_correct)
+    per = ok.groupby(g["problem_id"].astype(str), sort=True).agg(["sum", "size"])
+    scale = counts.planned / counts.scored
+    reps = problem_bootstrap(per["sum"].to_numpy(float), per["size"].to_numpy(float) * scale, n_resamples, seed)
+    return (*percentile_interval(reps, confidence), CI_BOOTSTRAP)
 
 
 def _none(v: Any) -> Any:

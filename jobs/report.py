@@ -6,7 +6,9 @@ Options:
     --out DIR            where report.md, main_table.{csv,tex}, tables/ and plots/ go
                          (default: <output_dir>/<sweep.name>/report when local)
     --profile NAME       grading profile of the main table (default: the sweep's grading.profile)
-    --compare A,B        paired comparison of methods A and B (McNemar, net gain)
+    --compare A,B        paired comparison of methods A and B by problem (McNemar or paired bootstrap)
+    --bootstrap B        resamples of the problem-level bootstrap intervals (default 2000)
+    --seed S             seed of those resamples (default 0)
     --summary            print only the short results table (no full report)
     --sync-mlflow        re-log every run, metric and artifact from the ledger (idempotent)
     --from-mlflow        rebuild the main table from the tracking server alone (mlflow.search_runs)
@@ -30,7 +32,7 @@ from cluster.ledger import Ledger, LedgerError  # noqa: E402
 from cluster.tracking import Tracker, results_markdown, summarize_ledger, sync_from_ledger, ui_command  # noqa: E402
 
 FLAGS = ("--sync-mlflow", "--from-mlflow", "--summary")
-VALUED = ("--out", "--profile", "--compare")
+VALUED = ("--out", "--profile", "--compare", "--bootstrap", "--seed")
 
 
 class UsageError(ValueError):
@@ -96,16 +98,32 @@ def full_report(cfg: Any, ledger: Ledger, opts: dict[str, Any], tracker: Tracker
     compare = tuple(opts["--compare"].split(",")) if opts["--compare"] else None
     if compare is not None and len(compare) != 2:
         raise UsageError(f"--compare takes two methods A,B; got {opts['--compare']!r}")
+    n_resamples = _int_opt(opts, "--bootstrap", 2000, minimum=100)
+    seed = _int_opt(opts, "--seed", 0, minimum=0)
     out = Path(opts["--out"]) if opts["--out"] else default_out(ledger)
     report = build_report(table, answer_keys(cfg, sorted(plan_df["benchmark"].unique())), plan_df,
                           model_meta=model_meta(sorted(plan_df["model"].unique())), profile=profile,
-                          compare=compare)
+                          compare=compare, n_resamples=n_resamples, seed=seed)
     paths = report.write(out)
     print(report.markdown())
-    print(f"report written to {out} ({len(paths)} files: report.md, main_table.csv, main_table.tex, plots/)")
+    print(f"report written to {out} ({len(paths)} files: report.md, summary.json, main_table.csv, main_table.tex, "
+          "plots/)")
     if tracker is not None:
         tracker.log_report(paths, out)
     return 0
+
+
+def _int_opt(opts: dict[str, Any], name: str, default: int, minimum: int) -> int:
+    raw = opts.get(name)
+    if raw is None:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise UsageError(f"{name} takes an integer, got {raw!r}") from None
+    if value < minimum:
+        raise UsageError(f"{name} must be at least {minimum}, got {value}")
+    return value
 
 
 def default_out(ledger: Ledger) -> Path:

@@ -5,6 +5,7 @@ point is :func:`build_report`; :func:`main_table_from_summary` is shared with th
 path (``cluster.mlflow_views``) so both give the same main table.
 """
 from evalcore.reporting.frame import ReportError, prepare
+from evalcore.reporting.intervals import BootstrapSpec
 from evalcore.reporting.report import Report, build_report
 from evalcore.reporting.sampling import isc_select, k_values
 from evalcore.reporting.tables import (
@@ -12,6 +13,6 @@ from evalcore.reporting.tables import (
 )
 
 __all__ = [
-    "MACRO", "Report", "ReportError", "build_report", "isc_select", "k_values", "main_table_from_summary",
+    "MACRO", "BootstrapSpec", "Report", "ReportError", "build_report", "isc_select", "k_values", "main_table_from_summary",
     "prepare", "summary_from_prepared", "to_csv_frame", "to_latex", "to_markdown",
 ]

@@ -1,11 +1,14 @@
 """``build_report``: every view of a sweep, from the ledger rows, the answer keys and the plan.
 
 The report is pure data (DataFrames) until :meth:`Report.write` renders it to
-``report.md`` (every section), ``main_table.csv``, ``main_table.tex``, one CSV per other
-table under ``tables/`` and PNG plots under ``plots/``.
+``report.md`` (every section), ``summary.json`` (one record per model x method x
+benchmark and per Macro, for programs), ``main_table.csv``, ``main_table.tex``, one CSV per
+other table under ``tables/`` and PNG plots under ``plots/``.
 """
 from __future__ import annotations
 
+import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -15,8 +18,10 @@ import pandas as pd
 from evalcore.grading import DEFAULT_PROFILE, get_profile
 from evalcore.reporting import analysis, difficulty, plots, sampling
 from evalcore.reporting.frame import PROFILE_NAMES, prepare
+from evalcore.reporting.intervals import BootstrapSpec, cell_intervals, with_intervals
 from evalcore.reporting.tables import (
-    MACRO, frame_markdown, main_table_from_summary, summary_from_prepared, to_csv_frame, to_latex, to_markdown,
+    MACRO, frame_markdown, main_table_from_summary, summary_from_prepared, tex_escape, to_csv_frame, to_latex,
+    to_markdown,
 )
 
 SIM_BANNER = ("**SIMULATED**: rows marked (simulated) come from the simulated policy; their accuracies "
@@ -43,6 +48,9 @@ class Report:
     latency: pd.DataFrame
     model_meta: Mapping[str, Mapping[str, Any]] | None = None
     notes: list[str] = field(default_factory=list)
+    interval: BootstrapSpec = field(default_factory=BootstrapSpec)
+    macro_ci: Mapping[tuple[str, str], tuple[float, float]] = field(default_factory=dict)
+    paired_confidence: float = 0.90
     written: list[Path] = field(default_factory=list)
 
     @property
@@ -52,13 +60,16 @@ class Report:
     # -- rendering ---------------------------------------------------------------------------
     def markdown(self, plot_paths: Sequence[Path] = (), root: Path | None = None) -> str:
         """The whole report as Markdown (plots linked relative to ``root``)."""
-        out = [f"# Results (grading profile `{self.profile}`)", ""]
+        out = [f"# Results (grading profile `{self.profile}`)", "", grading_statement(self.profile), ""]
         if self.simulated:
             out += [SIM_BANNER, ""]
-        out += ["## Main table: avg@k (%) [95% interval]", "",
+        ci = self.interval
+        out += [f"## Main table: avg@k (%) [{round(100 * ci.confidence)}% interval]", "",
                 "**best** and <u>second best</u> per backbone; † = missing scores counted as failures "
-                "(listed below). Benchmark interval: Wilson over planned trajectories; Macro: normal "
-                "interval of the unweighted mean.", "", to_markdown(self.main_table), ""]
+                f"(listed below). Intervals: {ci.caption()}. A benchmark cell resamples that benchmark's "
+                "problems, each with all its samples; Macro resamples every benchmark's problems "
+                "independently and averages the benchmark rates. The same numbers are in `summary.json`.",
+                "", to_markdown(self.main_table), ""]
         out += ["## Missing scores", ""]
         if len(self.missing):
             out += [f"{len(self.missing)} planned trajectories have no score (counted as wrong):", "",
@@ -83,10 +94,14 @@ class Report:
                 frame_markdown(_curves_wide(self.curves), pct_cols=tuple(c for c in _curves_wide(self.curves).columns
                                                                       if "@" in str(c))), ""]
         out += ["## Selection over all n samples (%)", "",
-                "avg = avg@k; pass@n; maj@n = majority vote (numbers and statuses vote, ties to the earliest); "
-                "isc@n = SIRL instance-enhanced self-consistency (objective, sense, binary and integer counts).", "",
+                "avg = avg@k; pass@n; maj@n = majority vote clustering answers that grade equal under the "
+                "profile (numbers and statuses vote, ties to the earliest); orr1@n = OR-R1's majority vote "
+                "(exact equality after rounding to the benchmark's decimals `dec`, only numbers vote: "
+                "infeasible/unbounded/none are excluded); isc@n = SIRL instance-enhanced self-consistency "
+                "(objective, sense, binary and integer counts); isc_unscored = submitted samples with no "
+                "captured solver model (no structural evidence: only their objective counts).", "",
                 frame_markdown(self.selection, pct_cols=tuple(c for c in self.selection.columns if ":" in c
-                                                               and not c.startswith("n:"))), ""]
+                                                               and c.split(":")[0] in PCT_SELECTION)), ""]
         out += ["## Difficulty (from three Direct samples: all / some / none right)", ""]
         if len(self.difficulty):
             d = self.difficulty[self.difficulty["benchmark"] == "all"]
@@ -95,12 +110,21 @@ class Report:
             out += ["_(no Direct samples: difficulty not computed)_", ""]
         if len(self.paired):
             a, b = self.paired["method_a"].iloc[0], self.paired["method_b"].iloc[0]
+            tests = sorted(set(self.paired["test"]))
             out += [f"## Paired comparison: {a} vs {b}", "",
-                    "Pairs by (model, benchmark, problem, sample); net gain = acc(A) - acc(B) with a 95% "
-                    "interval; exact McNemar p-value on the discordant counts.", "",
+                    f"Paired by problem (never by sample). net gain = acc(A) - acc(B) with a "
+                    f"{round(100 * self.paired_confidence)}% interval; `n` = problems, `a_only`/`b_only` = problems "
+                    "where A/B does better. `all` pools the problems of every benchmark; `Macro` is the "
+                    "difference of the macros. Tests used: " + "; ".join(f"`{t}`" for t in tests) + ". "
+                    "One sample per problem: exact McNemar on the discordant problems and SemOPT's "
+                    "conditional exact interval; k > 1: paired cluster bootstrap over problems "
+                    f"({self.interval.caption().split(' (')[1].rstrip(')')}) and a sign-flip permutation p-value.", "",
                     frame_markdown(self.paired.drop(columns=["method_a", "method_b"]),
                                    pct_cols=("acc_a", "acc_b", "net_gain", "low", "high"), floatfmt="{:.4g}"), ""]
-        out += ["## Grading sensitivity (%)", "", frame_markdown(self.sensitivity, pct_cols=tuple(
+        out += ["## Grading sensitivity (%)", "",
+                "Accuracy under every grading profile side by side: " + "; ".join(
+                    f"`{p}`: {get_profile(p).description}" for p in self.sensitivity_profiles()) + ".", "",
+                frame_markdown(self.sensitivity, pct_cols=tuple(
             c for c in self.sensitivity.columns if "[" in c)), ""]
         out += ["## Latency and cost", "", frame_markdown(_label_sim(self.latency), floatfmt="{:.3g}"), ""]
         if plot_paths:
@@ -110,6 +134,19 @@ class Report:
                 out.append(f"![{p.stem}]({rel.as_posix()})")
             out.append("")
         return "\n".join(out)
+
+    def sensitivity_profiles(self) -> list[str]:
+        cols = [c for c in self.sensitivity.columns if "[" in str(c)] if len(self.sensitivity) else []
+        return list(dict.fromkeys(c.split("[", 1)[1].rstrip("]") for c in cols))
+
+    def summary_json(self) -> dict[str, Any]:
+        """``summary.json``: the grading profile and interval method, and ``records``: one per
+        (model, method, benchmark) and one per (model, method) Macro (benchmark ``"Macro"``:
+        accuracy is the unweighted mean of the benchmark accuracies; counts are sums).
+        ``missing`` counts planned trajectories without a score (not run or status error);
+        they are in ``n_planned`` and count as wrong."""
+        return {"grading_profile": self.profile, "grading_rule": get_profile(self.profile).description,
+                "interval": self.interval.as_dict(), "records": _summary_records(self)}
 
     def write(self, out_dir: str | Path) -> list[Path]:
         """Write every file under ``out_dir``; returns the written paths."""
@@ -124,7 +161,13 @@ class Report:
         written.append(out / "report.md")
         to_csv_frame(self.main_table).to_csv(out / "main_table.csv", index=False)
         written.append(out / "main_table.csv")
-        (out / "main_table.tex").write_text(to_latex(self.main_table), encoding="utf-8")
+        (out / "summary.json").write_text(json.dumps(self.summary_json(), indent=1, allow_nan=False) + "\n",
+                                          encoding="utf-8")
+        written.append(out / "summary.json")
+        caption = (f"avg@k (\\%) under grading profile \\texttt{{{tex_escape(self.profile)}}}; "
+                   f"{round(100 * self.interval.confidence)}\\% percentile cluster-bootstrap intervals over "
+                   f"problems (B={self.interval.n_resamples}).")
+        (out / "main_table.tex").write_text(to_latex(self.main_table, caption=caption), encoding="utf-8")
         written.append(out / "main_table.tex")
         for name in ("summary", "missing", "tokens", "failures", "repair", "curves", "selection",
                      "difficulty_labels", "difficulty", "paired", "sensitivity", "latency"):
@@ -134,6 +177,56 @@ class Report:
         written += pngs
         self.written = written
         return written
+
+
+PCT_SELECTION = ("avg", "pass@n", "maj@n", "orr1@n", "isc@n")
+
+
+def grading_statement(profile: str) -> str:
+    """The report header's sentence on how answers were graded (the tolerance reading)."""
+    rule = get_profile(profile).description
+    text = f"Grading: `{profile}`: numbers match when {rule}; statuses (infeasible, unbounded) match exactly."
+    if profile == "optagentbench":
+        text += (" The benchmark's \"absolute 1e-2 and relative 1e-4\" tolerance is read as the larger of the two; "
+                 "the numpy reading (`optagentbench_numpy`: 1e-2 + 1e-4*|expected|) is looser by "
+                 "min(1e-2, 1e-4*|expected|), twice as wide at |x| = 100, and is shown side by side under "
+                 "Grading sensitivity.")
+    elif profile == "optagentbench_numpy":
+        text += (" This is the numpy.isclose reading of \"absolute 1e-2 and relative 1e-4\"; the `optagentbench` "
+                 "profile reads it as the larger of the two (shown under Grading sensitivity).")
+    return text
+
+
+def _f(v: Any) -> float | None:
+    if v is None:
+        return None
+    try:
+        x = float(v)
+    except (TypeError, ValueError):
+        return None
+    return None if math.isnan(x) else x
+
+
+def _summary_records(self: "Report") -> list[dict[str, Any]]:
+    s = self.summary
+    recs: list[dict[str, Any]] = []
+    for r in s.to_dict("records"):
+        recs.append({"model": r["model"], "method": r["method"], "benchmark": r["benchmark"],
+                     "n_problems": int(r.get("n_problems") or 0), "n_planned": int(r["planned"]),
+                     "correct": int(r["correct"]), "accuracy": _f(r.get("avg")),
+                     "ci_low": _f(r.get("ci_low")), "ci_high": _f(r.get("ci_high")),
+                     "missing": int(r["missing"]) + int(r.get("errors") or 0),
+                     "simulated": bool(r.get("simulated", False))})
+    for r in self.main_table.to_dict("records"):
+        g = s[(s["model"] == r["model"]) & (s["method"] == r["method"])]
+        recs.append({"model": r["model"], "method": r["method"], "benchmark": MACRO,
+                     "n_problems": int(g["n_problems"].fillna(0).sum()) if "n_problems" in g.columns else 0,
+                     "n_planned": int(g["planned"].sum()), "correct": int(g["correct"].sum()),
+                     "accuracy": _f(r.get(MACRO)), "ci_low": _f(r.get(f"{MACRO}:low")),
+                     "ci_high": _f(r.get(f"{MACRO}:high")),
+                     "missing": int(g["missing"].sum()) + int(g["errors"].fillna(0).sum()),
+                     "simulated": bool(r.get("simulated", False)), "n_benchmarks": int(len(g))})
+    return recs
 
 
 def _nulls(df: pd.DataFrame) -> pd.DataFrame:
@@ -172,27 +265,36 @@ def _curves_wide(curves: pd.DataFrame) -> pd.DataFrame:
 def build_report(df: Any, answer_keys: Mapping[str, Any], planned: Any, *,
                  model_meta: Mapping[str, Mapping[str, Any]] | None = None, profile: str = DEFAULT_PROFILE,
                  compare: tuple[str, str] | None = None, out_dir: str | Path | None = None,
-                 difficulty_method: str = "direct", profiles: Sequence[str] = PROFILE_NAMES) -> Report:
+                 difficulty_method: str = "direct", profiles: Sequence[str] = PROFILE_NAMES,
+                 n_resamples: int = 2000, seed: int = 0, confidence: float = 0.95,
+                 paired_confidence: float = 0.90) -> Report:
     """Every table of the report from ledger rows (pandas or pyarrow, LEDGER_SCHEMA
     columns), the answer keys (``{benchmark: AnswerKey}``) and the plan (``{(model,
     method, benchmark): planned count}``, or the plan table with ``problem_id``/``sample``
     [and ``key``] columns, which names missing trajectories exactly).
 
     ``compare=(method_a, method_b)`` adds the paired comparison; ``out_dir`` also writes
-    the files (see :meth:`Report.write`)."""
+    the files (see :meth:`Report.write`). Intervals: a percentile cluster bootstrap over
+    problems with ``n_resamples`` draws from ``seed`` at ``confidence``; paired comparisons
+    at ``paired_confidence`` (SemOPT's 90%)."""
     get_profile(profile)
+    spec = BootstrapSpec(n_resamples=n_resamples, seed=seed, confidence=confidence)
     profiles = tuple(dict.fromkeys([profile, *profiles]))
     prep = prepare(df, answer_keys, planned, profiles=profiles)
     summary = summary_from_prepared(prep, profile)
-    main = main_table_from_summary(summary)
+    macro_ci: dict[tuple[str, str], tuple[float, float]] = {}
+    if len(summary):
+        cells, macro_ci, counts = cell_intervals(prep, profile, spec)
+        summary = with_intervals(summary, cells, counts)
+    main = main_table_from_summary(summary, macro_ci=macro_ci)
     tokens = analysis.token_table(summary) if len(summary) else pd.DataFrame()
-    curves, selection = sampling.sampling_tables(prep, profile)
+    curves, selection = sampling.sampling_tables(prep, profile, answer_keys)
     labels = difficulty.difficulty_labels(prep, profile, difficulty_method)
     notes = [f"{'/'.join(g)}: {n} planned trajectories not run (problem/sample not recoverable from the counts)"
              for g, n in sorted(prep.unnamed_missing.items())]
     if not len(labels):
         notes.append(f"no {difficulty_method!r} trajectories: difficulty recalibration skipped")
-    paired = (difficulty.paired_table(prep, profile, compare[0], compare[1]) if compare
+    paired = (difficulty.paired_table(prep, profile, compare[0], compare[1], paired_confidence, spec) if compare
               else pd.DataFrame())
     rep = Report(
         profile=profile, summary=summary, main_table=main, missing=prep.missing, tokens=tokens,
@@ -200,7 +302,7 @@ def build_report(df: Any, answer_keys: Mapping[str, Any], planned: Any, *,
         curves=curves, selection=selection, difficulty_labels=labels,
         difficulty=difficulty.difficulty_table(prep, profile, labels), paired=paired,
         sensitivity=analysis.sensitivity_table(prep, profiles), latency=analysis.latency_table(prep),
-        model_meta=model_meta, notes=notes,
+        model_meta=model_meta, notes=notes, interval=spec, macro_ci=macro_ci, paired_confidence=paired_confidence,
     )
     for name in ("tokens", "failures", "repair", "curves", "selection", "difficulty", "paired", "sensitivity", "latency"):
         setattr(rep, name, _nulls(getattr(rep, name)))

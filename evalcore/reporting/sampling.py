@@ -11,13 +11,13 @@ ISC (SIRL's instance-enhanced self-consistency) is defined in ``evalcore.selecti
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
 from evalcore.grading import grade_parsed
 from evalcore.metrics import majority_answer, maj_at_k, pass_at_k
-from evalcore.selection import isc_select  # noqa: F401  (re-exported)
+from evalcore.selection import MAX_DECIMALS, benchmark_decimals, isc_select, orr1_vote, unscored
 from evalcore.reporting.frame import GROUP, Prepared, _nn
 from evalcore.reporting.tables import MACRO
 
@@ -33,7 +33,8 @@ def k_values(max_n: int) -> list[int]:
     return ks
 
 
-def sampling_tables(prep: Prepared, profile: str) -> tuple[pd.DataFrame, pd.DataFrame]:
+def sampling_tables(prep: Prepared, profile: str,
+                    answer_keys: Mapping[str, Any] | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """``(curves, selection)``.
 
     ``curves``: one row per (model, method, benchmark, k) with ``pass@k`` and ``maj@k``
@@ -41,9 +42,11 @@ def sampling_tables(prep: Prepared, profile: str) -> tuple[pd.DataFrame, pd.Data
     samples-per-problem of the whole report, so short benchmarks show undefined entries.
 
     ``selection``: one row per (model, method), for each benchmark and Macro the columns
-    ``avg:<b>`` (avg@k), ``pass@n:<b>``, ``maj@n:<b>`` and ``isc@n:<b>`` with n the
-    benchmark's samples per problem (``n:<b>``). Macro of a selection column is None when
-    a benchmark has no value for it.
+    ``avg:<b>`` (avg@k), ``pass@n:<b>``, ``maj@n:<b>`` (tolerance-clustered vote),
+    ``orr1@n:<b>`` (OR-R1's exact vote after rounding to ``dec:<b>`` decimals, the
+    benchmark's rounding from ``answer_keys``), ``isc@n:<b>`` and ``isc_unscored:<b>``
+    (submitted samples without a captured model) with n the benchmark's samples per
+    problem (``n:<b>``). Macro of a selection column is None when a benchmark has no value.
     """
     t = prep.traj.sort_values(GROUP + ["problem_id", "sample"], kind="stable")
     ok = f"ok_{profile}"
@@ -79,22 +82,31 @@ def sampling_tables(prep: Prepared, profile: str) -> tuple[pd.DataFrame, pd.Data
         planned = prep.planned[g]
         row[f"avg:{b}"] = sum(pr["c"] for pr in probs) / planned if planned else None
         row[f"pass@n:{b}"] = (sum(pass_at_k(pr["n"], pr["c"], pr["n"]) for pr in probs) / len(probs)) if probs and n else None
+        key = (answer_keys or {}).get(b)
+        dec = benchmark_decimals(key.answers.values()) if key is not None else MAX_DECIMALS
+        row[f"dec:{b}"] = dec
         if known_expected and probs:
             row[f"maj@n:{b}"] = sum(grade_parsed(majority_answer(pr["subs"], profile), pr["expected"], profile)
                                     for pr in probs) / len(probs)
+            row[f"orr1@n:{b}"] = sum(grade_parsed(orr1_vote(pr["subs"], dec), pr["expected"], profile)
+                                     for pr in probs) / len(probs)
             row[f"isc@n:{b}"] = sum(grade_parsed(isc_select(pr["subs"], pr["models"], profile)[0], pr["expected"], profile)
                                     for pr in probs) / len(probs)
         else:
-            row[f"maj@n:{b}"] = row[f"isc@n:{b}"] = None
+            row[f"maj@n:{b}"] = row[f"orr1@n:{b}"] = row[f"isc@n:{b}"] = None
+        row[f"isc_unscored:{b}"] = sum(unscored(pr["subs"], pr["models"]) for pr in probs)
     sel = pd.DataFrame(list(sel_rows.values())).astype(object)
     sel = sel.where(sel.notna(), None)
+    for c in sel.columns:  # counts stay integers (a benchmark absent for some rows made them float)
+        if c.startswith(("n:", "dec:", "isc_unscored:")):
+            sel[c] = [int(v) if isinstance(v, float) and v.is_integer() else v for v in sel[c]]
     if len(sel):
         benches = sorted({g[2] for g in per_group})
-        for kind in ("avg", "pass@n", "maj@n", "isc@n"):
+        for kind in ("avg", "pass@n", "maj@n", "orr1@n", "isc@n"):
             vals = [[r.get(f"{kind}:{b}") for b in benches] for r in sel.to_dict("records")]
             sel[f"{kind}:{MACRO}"] = [sum(v) / len(v) if v and all(x is not None and not pd.isna(x) for x in v) else None
                                       for v in vals]
-        order = ["model", "method"] + [f"{kind}:{b}" for b in benches + [MACRO] for kind in ("n", "avg", "pass@n", "maj@n", "isc@n")
+        order = ["model", "method"] + [f"{kind}:{b}" for b in benches + [MACRO] for kind in ("n", "dec", "avg", "pass@n", "maj@n", "orr1@n", "isc@n", "isc_unscored")
                                        if f"{kind}:{b}" in sel.columns]
         sel = sel[order]
     return pd.DataFrame(curve_rows, columns=GROUP + ["k", "n_problems", "pass@k", "maj@k"]), sel

@@ -2,22 +2,24 @@
 
 :func:`main_table_from_summary` is the one constructor, fed either by the ledger
 (:func:`summary_from_prepared`) or by MLflow metrics (``cluster.mlflow_views``): it needs
-only counts per (model, method, benchmark), so both paths give the same table.
+only counts per (model, method, benchmark), so both paths give the same values.
 
-Intervals: each benchmark cell carries the Wilson 95% interval over its planned
-trajectories; Macro carries a normal interval for the unweighted mean of the benchmark
-proportions (variance ``sum_b p_b(1-p_b)/n_b / B^2``), both computable from counts alone.
+Intervals are problem-level (``evalcore.reporting.intervals``): each benchmark cell takes
+``ci_low``/``ci_high`` from the summary (a percentile cluster bootstrap over problems) and
+Macro takes its interval from ``macro_ci`` (a stratified bootstrap). Counts alone cannot
+give a problem-level interval, so a summary without them (the MLflow path) shows none
+rather than a trajectory-level one that would overstate precision.
 Best / second best are per backbone (model) and per column, ties included. A dagger marks
 a cell whose denominator includes missing scores (not run, or status error).
 """
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
-from evalcore.metrics import _z, macro, summarize, wilson_interval
+from evalcore.metrics import macro, summarize
 from evalcore.reporting.frame import GROUP, Prepared
 
 MACRO = "Macro"
@@ -26,9 +28,12 @@ DAGGER = "†"
 _EPS = 1e-12
 
 
-def summary_from_prepared(prep: Prepared, profile: str) -> pd.DataFrame:
+def summary_from_prepared(prep: Prepared, profile: str, spec: Any = None) -> pd.DataFrame:
     """``evalcore.metrics.summarize`` per (model, method, benchmark), with the grades of
-    ``profile`` and the plan's denominators; adds cached-token means."""
+    ``profile`` and the plan's denominators; adds cached-token means. With a
+    :class:`~evalcore.reporting.intervals.BootstrapSpec`, ``ci_low``/``ci_high`` are the
+    problem-level bootstrap interval and ``n_problems`` is added; without one the interval
+    columns are None (no trajectory-level interval is ever shown)."""
     t = prep.traj[prep.traj["present"]].copy()
     if t[f"ok_{profile}"].isna().any():
         bad = t[t[f"ok_{profile}"].isna()].iloc[0]
@@ -50,23 +55,22 @@ def summary_from_prepared(prep: Prepared, profile: str) -> pd.DataFrame:
     if "simulated" not in s.columns:
         s["simulated"] = False
     s["simulated"] = s["simulated"].fillna(False).astype(bool)
-    return s
+    if spec is None:
+        s["ci_low"] = s["ci_high"] = s["ci_method"] = None
+        return s
+    from evalcore.reporting.intervals import cell_intervals, with_intervals
 
-
-def _macro_interval(ps: Sequence[float], ns: Sequence[int], confidence: float = 0.95) -> tuple[float, float]:
-    b = len(ps)
-    var = sum(p * (1 - p) / n for p, n in zip(ps, ns)) / (b * b)
-    m = sum(ps) / b
-    half = _z(confidence) * math.sqrt(var)
-    return max(0.0, m - half), min(1.0, m + half)
+    cells, _, counts = cell_intervals(prep, profile, spec)
+    return with_intervals(s, cells, counts)
 
 
 def main_table_from_summary(summary: pd.DataFrame, benchmarks: Sequence[str] | None = None,
-                            confidence: float = 0.95) -> pd.DataFrame:
+                            macro_ci: Mapping[tuple[str, str], tuple[float, float]] | None = None) -> pd.DataFrame:
     """The main table from per-(model, method, benchmark) counts.
 
-    ``summary`` needs ``model, method, benchmark, planned, correct, missing``; ``errors``
-    and ``simulated`` are used when present. Returns one row per (model, method), sorted,
+    ``summary`` needs ``model, method, benchmark, planned, correct, missing``; ``errors``,
+    ``simulated`` and the interval ``ci_low``/``ci_high`` are used when present;
+    ``macro_ci`` maps (model, method) to the Macro interval. Returns one row per (model, method), sorted,
     with for each column ``c`` in the benchmarks (sorted) and ``Macro``: ``c`` (accuracy,
     fraction), ``c:low``, ``c:high``, ``c:mark`` (``best``/``second``/``""``) and
     ``c:dagger`` (bool), plus ``simulated``.
@@ -89,7 +93,7 @@ def main_table_from_summary(summary: pd.DataFrame, benchmarks: Sequence[str] | N
                 complete = False
                 continue
             n, c = int(r["planned"]), int(r["correct"])
-            lo, hi = wilson_interval(c, n, confidence)
+            lo, hi = _num(r.get("ci_low")), _num(r.get("ci_high"))
             dag = int(r["missing"]) + int(r["errors"] or 0) > 0
             any_dagger |= dag
             row.update({b: c / n, f"{b}:low": lo, f"{b}:high": hi, f"{b}:dagger": dag})
@@ -97,7 +101,7 @@ def main_table_from_summary(summary: pd.DataFrame, benchmarks: Sequence[str] | N
             ns.append(n)
         if complete and ps:
             row[MACRO] = macro(ps)
-            row[f"{MACRO}:low"], row[f"{MACRO}:high"] = _macro_interval(ps, ns, confidence)
+            row[f"{MACRO}:low"], row[f"{MACRO}:high"] = (macro_ci or {}).get((model, method), (None, None))
         else:
             row[MACRO] = row[f"{MACRO}:low"] = row[f"{MACRO}:high"] = None
         row[f"{MACRO}:dagger"] = any_dagger
@@ -109,6 +113,10 @@ def main_table_from_summary(summary: pd.DataFrame, benchmarks: Sequence[str] | N
     order = ["model", "method"] + [x for c in benches + [MACRO]
                                    for x in (c, f"{c}:low", f"{c}:high", f"{c}:mark", f"{c}:dagger")] + ["simulated"]
     return table[order] if len(table) else pd.DataFrame(columns=order)
+
+
+def _num(v: Any) -> float | None:
+    return None if v is None or pd.isna(v) else float(v)
 
 
 def mark_best(table: pd.DataFrame, col: str) -> list[str]:
@@ -159,7 +167,7 @@ def to_markdown(table: pd.DataFrame, with_ci: bool = True) -> str:
                     v = f"<u>{v}</u>"
                 if r[f"{c}:dagger"]:
                     v += DAGGER
-                if with_ci:
+                if with_ci and _num(r[f"{c}:low"]) is not None:
                     v += f" [{_pct(r[f'{c}:low'])}, {_pct(r[f'{c}:high'])}]"
             cells.append(v)
         lines.append(f"| {r['model']} | {_row_label(r)} | " + " | ".join(cells) + " |")
@@ -188,7 +196,8 @@ def tex_escape(s: str) -> str:
     return "".join(_TEX.get(ch, ch) for ch in str(s))
 
 
-def to_latex(table: pd.DataFrame, caption: str = "avg@k (\\%) with 95\\% intervals.", with_ci: bool = True) -> str:
+def to_latex(table: pd.DataFrame, caption: str = "avg@k (\\%) with 95\\% percentile cluster-bootstrap intervals "
+             "over problems.", with_ci: bool = True) -> str:
     """A booktabs table: \\textbf best, \\underline second, $^\\dagger$ for missing scores."""
     cols = value_columns(table)
     lines = [r"\begin{table}[t]", r"\centering", r"\small",
@@ -210,7 +219,7 @@ def to_latex(table: pd.DataFrame, caption: str = "avg@k (\\%) with 95\\% interva
                 v = rf"\underline{{{v}}}"
             if r[f"{c}:dagger"]:
                 v += r"$^\dagger$"
-            if with_ci:
+            if with_ci and _num(r[f"{c}:low"]) is not None:
                 v += rf" {{\scriptsize[{_pct(r[f'{c}:low'])}, {_pct(r[f'{c}:high'])}]}}"
             cells.append(v)
         label = tex_escape(_row_label(r))

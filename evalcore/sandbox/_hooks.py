@@ -1,4 +1,5 @@
-"""Model capture: wrap the solve entry points of PuLP, PySCIPOpt, highspy and scipy.optimize.
+"""Model capture: wrap the solve entry points of PuLP, PySCIPOpt, highspy, scipy.optimize,
+gurobipy and coptpy.
 
 Installed once in the fork server, so every sandboxed program inherits them. After each solve
 the wrapper sends the model's structure to the fork server over the private channel:
@@ -6,6 +7,11 @@ the wrapper sends the model's structure to the fork server over the private chan
 "status", "status_raw", "objective"}``. These are the features SIRL's instance-enhanced
 self-consistency votes on. A hook never changes what the solve returns and never raises:
 a capture failure is reported as ``{"library", "error"}`` instead.
+
+SciPy's ``linprog``/``milp`` always minimize: a maximization is written by negating ``c``
+and submitting ``-res.fun``, so the solver's sense says nothing about the problem's. Their
+records carry ``sense: None`` and ``solver_sense: "min"``; the problem's sense is decided
+later from the submission (``evalcore.selection.resolve_sense``).
 """
 from __future__ import annotations
 
@@ -53,7 +59,7 @@ def _emit(library: str, build: Callable[[], dict[str, Any]]) -> None:
     _child.emit({"t": "model", "v": rec})
 
 
-def _record(library: str, sense: str, cont: int, binary: int, integer: int, ncons: int,
+def _record(library: str, sense: str | None, cont: int, binary: int, integer: int, ncons: int,
             status_raw: Any, objective: Any) -> dict[str, Any]:
     status = _norm_status(status_raw)
     return {
@@ -252,7 +258,8 @@ def _linprog_features(bound: inspect.BoundArguments, res: Any) -> dict[str, Any]
     lo, up = _bounds_arrays(a.get("bounds", (0, None)), n)
     cont, binary, integer = _split_vars(a.get("integrality"), lo, up, n)
     ncons = _rows(a.get("A_ub")) + _rows(a.get("A_eq"))
-    return _record("scipy.linprog", "min", cont, binary, integer, ncons, _scipy_status(res), getattr(res, "fun", None))
+    return {**_record("scipy.linprog", None, cont, binary, integer, ncons, _scipy_status(res), getattr(res, "fun", None)),
+            "solver_sense": "min"}
 
 
 def _milp_features(bound: inspect.BoundArguments, res: Any) -> dict[str, Any]:
@@ -269,7 +276,8 @@ def _milp_features(bound: inspect.BoundArguments, res: Any) -> dict[str, Any]:
         ncons = _rows(cons.A if hasattr(cons, "A") else np.atleast_2d(cons[0]))
     else:
         ncons = sum(_rows(c.A if hasattr(c, "A") else np.atleast_2d(c[0])) for c in cons)
-    return _record("scipy.milp", "min", cont, binary, integer, ncons, _scipy_status(res), getattr(res, "fun", None))
+    return {**_record("scipy.milp", None, cont, binary, integer, ncons, _scipy_status(res), getattr(res, "fun", None)),
+            "solver_sense": "min"}
 
 
 def _wrap_scipy(name: str, lib: str, features: Callable[[inspect.BoundArguments, Any], dict[str, Any]]) -> None:
@@ -296,6 +304,59 @@ def _wrap_scipy(name: str, lib: str, features: Callable[[inspect.BoundArguments,
     setattr(so, name, wrapper)
 
 
+# ---------------------------------------------------------------- gurobipy and coptpy
+
+_GRB_STATUS = {2: "optimal", 3: "infeasible", 5: "unbounded"}
+_COPT_STATUS = {1: "optimal", 2: "infeasible", 3: "unbounded"}
+
+
+def _gurobi_features(m: Any) -> dict[str, Any]:
+    # VType: C continuous, B binary, I integer, S semi-continuous, N semi-integer
+    cont, binary, integer = _count_vars((v.VType in ("B", "I", "N"), v.LB, v.UB) for v in m.getVars())
+    ncons = int(m.NumConstrs) + int(m.NumQConstrs) + int(m.NumSOS) + int(m.NumGenConstrs)
+    code = int(m.Status)
+    status = _GRB_STATUS.get(code, f"gurobi status {code}")
+    return _record("gurobipy", "max" if int(m.ModelSense) == -1 else "min", cont, binary, integer, ncons,
+                   status, m.ObjVal if status == "optimal" else None)
+
+
+def _copt_features(m: Any) -> dict[str, Any]:
+    cont, binary, integer = _count_vars((v.getType() in ("B", "I"), v.LB, v.UB) for v in m.getVars())
+    ncons = sum(int(m.getAttr(a)) for a in ("Rows", "QConstrs", "SOSs", "Indicators"))
+    code = int(m.status)
+    status = _COPT_STATUS.get(code, f"copt status {code}")
+    return _record("coptpy", "max" if int(m.ObjSense) == -1 else "min", cont, binary, integer, ncons,
+                   status, m.objval if status == "optimal" else None)
+
+
+def _wrap_method(cls: Any, name: str, library: str, features: Callable[[Any], dict[str, Any]]) -> None:
+    orig = getattr(cls, name, None)
+    if orig is None or getattr(orig, "_opteval_hook", False):
+        return
+
+    @functools.wraps(orig)
+    def solve(self: Any, *args: Any, **kwargs: Any) -> Any:
+        r = orig(self, *args, **kwargs)
+        _emit(library, lambda: features(self))
+        return r
+
+    solve._opteval_hook = True  # type: ignore[attr-defined]
+    setattr(cls, name, solve)
+
+
+def _hook_gurobipy() -> None:
+    import gurobipy
+
+    _wrap_method(gurobipy.Model, "optimize", "gurobipy", _gurobi_features)
+
+
+def _hook_coptpy() -> None:
+    import coptpy
+
+    for name in ("solve", "solveLP"):
+        _wrap_method(coptpy.Model, name, "coptpy", _copt_features)
+
+
 def install() -> list[str]:
     """Install every hook whose library imports; return the names installed."""
     done = []
@@ -305,6 +366,8 @@ def install() -> list[str]:
         ("highspy", _hook_highspy),
         ("scipy.linprog", lambda: _wrap_scipy("linprog", "scipy.linprog", _linprog_features)),
         ("scipy.milp", lambda: _wrap_scipy("milp", "scipy.milp", _milp_features)),
+        ("gurobipy", _hook_gurobipy),
+        ("coptpy", _hook_coptpy),
     ):
         try:
             fn()

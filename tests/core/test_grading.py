@@ -186,7 +186,7 @@ def test_numpy_and_string_inputs_grade_like_floats():
 
 
 def test_unknown_profile_names_known_ones():
-    with pytest.raises(UnknownProfileError, match=r"'strict'.*optagentbench, orlm, sirl"):
+    with pytest.raises(UnknownProfileError, match=r"'strict'.*optagentbench, optagentbench_numpy, orlm, sirl"):
         grade(1.0, 1.0, "strict")
     with pytest.raises(UnknownProfileError):
         grade(None, 1.0, "strict")  # a typo fails even when the submission is missing

@@ -6,6 +6,7 @@ import math
 
 import pandas as pd
 import pyarrow as pa
+import numpy as np
 import pytest
 
 from evalcore import metrics as M
@@ -177,12 +178,74 @@ def test_paired_net_gain_hand_case():
     b = [1, 0, 0, 0, 1]
     r = M.paired_net_gain(a, b)
     assert (r.n, r.a_only, r.b_only, r.both, r.neither) == (5, 2, 1, 1, 1)
-    assert r.net_gain == pytest.approx(0.2)
-    half = 1.959963984540054 * math.sqrt((3 / 5 - 0.04) / 5)
-    assert (r.low, r.high) == (pytest.approx(0.2 - half), pytest.approx(min(1.0, 0.2 + half)))
-    assert r.p_value == 1.0
+    assert r.net_gain == pytest.approx(0.2) and r.confidence == 0.90
+    # SemOPT's 90% conditional exact interval: 2 of 3 discordant go to A. Clopper-Pearson for
+    # 2/3: lower solves the Beta(2, 2) cdf 3x^2 - 2x^3 = 0.05, upper = 0.95^(1/3) (Beta(3, 1));
+    # net gain bounds = 3 * (2 pi - 1) / 5.
+    lo = _bisect(lambda x: 3 * x * x - 2 * x ** 3 - 0.05, 0.0, 1.0)
+    hi = 0.95 ** (1 / 3)
+    assert (r.low, r.high) == (pytest.approx(3 * (2 * lo - 1) / 5, abs=1e-9), pytest.approx(3 * (2 * hi - 1) / 5))
+    assert r.p_value == 1.0 and "McNemar" in r.test
     with pytest.raises(ValueError):
         M.paired_net_gain([1], [1, 0])
+
+
+def _bisect(f, lo: float, hi: float) -> float:
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        if (f(lo) < 0) == (f(mid) < 0):
+            lo = mid
+        else:
+            hi = mid
+    return (lo + hi) / 2
+
+
+def test_semopt_combined_hard_subset_example():
+    # SemOPT F.2: 79 instances, 7 wins and 1 loss -> 7.6-point net gain, positive 90% interval
+    r = M.paired_net_gain([1] * 7 + [0] + [1] * 10 + [0] * 61, [0] * 7 + [1] + [1] * 10 + [0] * 61)
+    assert round(100 * r.net_gain, 1) == 7.6 and r.low > 0
+    from scipy.stats import beta
+
+    assert r.low == pytest.approx(8 * (2 * beta.ppf(0.05, 7, 2) - 1) / 79)
+    assert r.high == pytest.approx(8 * (2 * beta.ppf(0.95, 8, 1) - 1) / 79)
+    assert r.p_value == pytest.approx(2 * (1 + 8) / 2 ** 8)  # P(X <= 1), X ~ Bin(8, 1/2), doubled
+    assert M.conditional_exact_interval(0, 0, 10) == (0.0, 0.0)
+
+
+def test_clopper_pearson_and_wilson_match_scipy():
+    from scipy.stats import beta, binomtest
+
+    assert M.clopper_pearson(3, 10, 0.9) == pytest.approx((beta.ppf(0.05, 3, 8), beta.ppf(0.95, 4, 7)))
+    ci = binomtest(37, 80).proportion_ci(0.95, method="wilson")
+    assert M.wilson_interval(37, 80) == pytest.approx((ci.low, ci.high))
+
+
+def test_sign_flip_pvalue_exact_by_enumeration():
+    d = [0.5, 0.25, 0.75, -0.25, 0.5, 0.0]
+    obs = abs(sum(d))
+    flips = list(itertools.product([1, -1], repeat=len(d)))
+    expected = sum(abs(sum(s * x for s, x in zip(f, d))) >= obs - 1e-12 for f in flips) / len(flips)
+    assert M.sign_flip_pvalue(d) == pytest.approx(expected)
+    assert M.sign_flip_pvalue([0.0, 0.0]) == 1.0
+
+
+def test_paired_by_problem_chooses_the_test_by_k():
+    one = M.paired_by_problem([[1], [1], [0]], [[0], [1], [0]])
+    assert one.test == M.EXACT_TEST and (one.a_only, one.b_only) == (1, 0)
+    a = [[1, 1, 1, 0]] * 6 + [[0, 0, 0, 0]] * 4
+    b = [[1, 0, 0, 0]] * 6 + [[0, 0, 0, 0]] * 4
+    r = M.paired_by_problem(a, b, n_resamples=4000, seed=3)
+    assert r.test == M.BOOTSTRAP_TEST and r.n == 10
+    assert r.net_gain == pytest.approx((6 * 3 - 6 * 1) / 40)  # acc(A) - acc(B) over planned samples
+    assert (r.a_only, r.b_only, r.neither) == (6, 0, 4)
+    # independent check: resample the 10 per-problem differences with numpy
+    d = np.array([0.5] * 6 + [0.0] * 4)
+    reps = d[np.random.default_rng(99).integers(0, 10, (20000, 10))].mean(1)
+    assert r.low == pytest.approx(np.quantile(reps, 0.05), abs=0.03)
+    assert r.high == pytest.approx(np.quantile(reps, 0.95), abs=0.03)
+    assert r.p_value == pytest.approx(2 / 2 ** 6)  # six equal positive differences: 2 of 64 sign patterns
+    with pytest.raises(ValueError, match="same planned samples"):
+        M.paired_by_problem([[1, 0]], [[1]])
 
 
 def test_paired_bootstrap_keeps_pairs():
@@ -232,3 +295,18 @@ def test_summarize_counts_planned_groups_with_no_rows_and_dedupes_keys():
     assert s.loc["a", "scored"] == 1 and s.loc["a", "correct"] == 1  # the retry replaced the first
     assert s.loc["b", ["planned", "scored", "missing", "correct"]].tolist() == [3, 0, 3, 0]
     assert s.loc["b", "avg"] == 0.0
+
+
+def test_summarize_bootstraps_over_problems_when_problem_ids_are_present():
+    # 10 problems x 4 samples, all right or all wrong: the problem-level interval matches a
+    # numpy bootstrap over the 10 problems and is much wider than Wilson over 40 samples
+    rows = [_ledger_row("a", f"p{i}", s, i < 6) for i in range(10) for s in range(4)]
+    s = M.summarize(pd.DataFrame(rows), planned={("m", "direct", "a"): 40}, n_resamples=4000).iloc[0]
+    assert s["ci_method"] == M.CI_BOOTSTRAP and s["avg"] == 0.6
+    x = np.array([1.0] * 6 + [0.0] * 4)
+    reps = x[np.random.default_rng(5).integers(0, 10, (20000, 10))].mean(1)
+    assert s["ci_low"] == pytest.approx(np.quantile(reps, 0.025), abs=0.03)
+    assert s["ci_high"] == pytest.approx(np.quantile(reps, 0.975), abs=0.03)
+    w = M.summarize(pd.DataFrame(rows).drop(columns=["problem_id"]), planned={("m", "direct", "a"): 40}).iloc[0]
+    assert w["ci_method"] == M.CI_WILSON and (w["ci_low"], w["ci_high"]) == pytest.approx(M.wilson_interval(24, 40))
+    assert s["ci_high"] - s["ci_low"] > 1.5 * (w["ci_high"] - w["ci_low"])

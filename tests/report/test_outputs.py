@@ -19,7 +19,7 @@ def test_write_all_files(tmp_path: Path):
                        out_dir=tmp_path / "out")
     out = tmp_path / "out"
     names = {p.relative_to(out).as_posix() for p in rep.written}
-    assert {"report.md", "main_table.csv", "main_table.tex"} <= names
+    assert {"report.md", "summary.json", "main_table.csv", "main_table.tex"} <= names
     pngs = sorted(n for n in names if n.startswith("plots/"))
     # acc vs tokens: M1 only (M2 has no macro); size: one family; bars: one per backbone
     assert pngs == ["plots/acc_vs_size_Fam.png", "plots/acc_vs_tokens_M1.png",
@@ -85,8 +85,12 @@ def test_mlflow_round_trip_gives_the_same_table(tmp_path: Path):
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     _log_sweep(uri, "opteval", "s1", rep.summary)
     table = table_from_mlflow(uri, "opteval", "s1")
-    pd.testing.assert_frame_equal(table.reset_index(drop=True), rep.main_table.reset_index(drop=True),
-                                  check_dtype=False)
+    # values, marks and daggers are the same; a problem-level interval needs per-problem grades,
+    # which the tracking server does not hold, so the MLflow table shows none (never Wilson)
+    ci_cols = [c for c in table.columns if c.endswith((":low", ":high"))]
+    pd.testing.assert_frame_equal(table.drop(columns=ci_cols).reset_index(drop=True),
+                                  rep.main_table.drop(columns=ci_cols).reset_index(drop=True), check_dtype=False)
+    assert all(v is None or pd.isna(v) for c in ci_cols for v in table[c])
     assert "M9" not in set(table["model"])
     with pytest.raises(MlflowViewError, match="nope"):
         table_from_mlflow(uri, "opteval", "nope")

@@ -9,22 +9,10 @@ import math
 
 import pandas as pd
 import pytest
-from scipy.stats import norm
 
 from evalcore.reporting import build_report, isc_select, k_values
 from evalcore.reporting.frame import ReportError
 from tests.report.synth import ANSWERS, MODEL_META, PLANNED, ledger_frame, rows
-
-Z = float(norm.ppf(0.975))
-
-
-def wilson(c: int, n: int) -> tuple[float, float]:
-    p = c / n
-    d = 1 + Z * Z / n
-    centre = (p + Z * Z / (2 * n)) / d
-    half = Z * math.sqrt(p * (1 - p) / n + Z * Z / (4 * n * n)) / d
-    return (0.0 if c == 0 else centre - half), (1.0 if c == n else centre + half)
-
 
 @pytest.fixture(scope="module")
 def rep():
@@ -50,11 +38,15 @@ def test_main_table_values_intervals_marks_daggers(rep):
     assert d["C"] == pytest.approx(1 / 2) and o["C"] == pytest.approx(1 / 2)
     assert d["Macro"] == pytest.approx((4 / 6 + 0 + 1 / 2) / 3)
     assert o["Macro"] == pytest.approx((3 / 6 + 0 + 1 / 2) / 3)
-    assert (d["A:low"], d["A:high"]) == pytest.approx(wilson(4, 6))
-    assert (o["B:low"], o["B:high"]) == pytest.approx(wilson(0, 4))
-    ps, ns = [4 / 6, 0.0, 0.5], [6, 4, 2]
-    half = Z * math.sqrt(sum(p * (1 - p) / n for p, n in zip(ps, ns)) / 9)
-    assert (d["Macro:low"], d["Macro:high"]) == pytest.approx((sum(ps) / 3 - half, sum(ps) / 3 + half))
+    # problem-level percentile bootstrap, by hand. Direct A: problem rates a1 = 3/3, a2 = 1/3;
+    # two problems resampled give 1/3 (p 1/4), 2/3 (p 1/2), 1 (p 1/4): the 2.5% and 97.5%
+    # quantiles fall inside the end atoms, so the interval is exactly [1/3, 1].
+    assert (d["A:low"], d["A:high"]) == pytest.approx((1 / 3, 1.0))
+    assert (o["A:low"], o["A:high"]) == pytest.approx((1 / 3, 2 / 3))  # a1 1/3, a2 2/3
+    assert (o["B:low"], o["B:high"]) == (0.0, 0.0)  # every problem wrong: nothing to resample
+    # Macro: A in {1/3, 2/3, 1}, B = 0, C in {0 (1/4), 1/2 (1/2), 1 (1/4)}, independent;
+    # the extremes (1/3 + 0) / 3 and (1 + 1) / 3 each have probability 1/16 > 2.5%
+    assert (d["Macro:low"], d["Macro:high"]) == pytest.approx((1 / 9, 2 / 3))
     # marks per backbone, ties included
     assert (d["A:mark"], o["A:mark"]) == ("best", "second")
     assert (d["B:mark"], o["B:mark"]) == ("best", "best")
@@ -158,6 +150,50 @@ def test_selection_columns(rep):
     assert o["maj@n:A"] == pytest.approx(1.0) and o["isc@n:A"] == pytest.approx(0.5)
 
 
+def test_orr1_vote_next_to_the_tolerance_vote(rep):
+    d = cell(rep.selection, model="M1", method="direct")
+    # benchmark A's answers are written without decimals: a1 votes 10, 10.001 -> 10, "10" -> all
+    # agree; a2's infeasible does not vote, 12 wins alone (wrong) -> 1/2, where maj@n lets
+    # infeasible vote and win the tie (1.0)
+    assert d["dec:A"] == 0 and d["orr1@n:A"] == pytest.approx(0.5) and d["maj@n:A"] == pytest.approx(1.0)
+    assert d["orr1@n:B"] == 0 and d["orr1@n:C"] == pytest.approx(0.5)
+    o = cell(rep.selection, model="M1", method="opticycle")
+    assert o["orr1@n:A"] == pytest.approx(0.5)  # a1: 10 and 11 tie -> first (10); a2: only statuses -> None
+    assert d["isc_unscored:A"] == 1 and d["isc_unscored:C"] == 2  # a2's "infeasible"; C rows carry no model
+    assert "orr1@n" in rep.markdown()
+
+
+def test_orr1_rounding_and_decimals():
+    from evalcore.selection import benchmark_decimals, orr1_vote, select
+
+    assert benchmark_decimals([10.0, 2.5, 3.125, "infeasible", 7]) == 3
+    assert benchmark_decimals([1e-9]) == 6 and benchmark_decimals([]) == 0
+    # statuses never vote, however many: 1.00 (x2) ties 2.00 (x2) and the first seen wins
+    assert orr1_vote([1.004, 2.0, 0.996, 2.0, "infeasible", "infeasible", "infeasible"], 2) == 1.004
+    # 1.004 -> 1.0 and 0.996 -> 1.0 agree exactly after rounding to 2 decimals: two votes beat 2.0's one
+    assert orr1_vote([1.004, 0.996, 2.0], 2) == 1.004
+    assert orr1_vote([1.004, 0.996, 2.0], 3) == 1.004  # three distinct values: tie -> first seen
+    assert orr1_vote(["infeasible", None], 2) is None
+    assert orr1_vote([float("nan"), 3.0], 2) == 3.0 and orr1_vote([float("nan")], 2) is None  # NaN never votes
+    assert isc_select([float("nan"), 4.0], [None, None], "optagentbench") == (4.0, [0.0, 1.0])
+    assert select([5.0, 5.001, 6.0], "optagentbench", "tolerance") == 5.0
+    assert select([5.0, 5.001, 6.0], "optagentbench", "orr1", decimals=3) == 5.0
+    with pytest.raises(ValueError, match="unknown selection profile"):
+        select([1.0], "optagentbench", "mode")
+
+
+def test_isc_scipy_sense_from_the_submission():
+    # two SciPy maximizations (submitted -fun) and one SciPy minimization with the same counts
+    lp = {"library": "scipy.linprog", "sense": None, "solver_sense": "min", "n_binary": 0, "n_integer": 0}
+    ms = [{**lp, "objective": -11.0}, {**lp, "objective": -9.0}, {**lp, "objective": 9.0}]
+    ans, scores = isc_select([11.0, 9.0, 9.0], ms, "optagentbench")
+    # senses max, max, min: psi = 2, 2, 1; objectives 11 alone, 9 twice; counts agree 3x
+    s0 = 1 + math.sqrt(2) + 2 * math.sqrt(3)
+    s1 = math.sqrt(2) + math.sqrt(2) + 2 * math.sqrt(3)
+    s2 = math.sqrt(2) + 1 + 2 * math.sqrt(3)
+    assert scores == pytest.approx([s0, s1, s2]) and ans == 9.0
+
+
 def test_isc_scores_by_hand():
     a = {"sense": "min", "n_binary": 2, "n_integer": 0}
     b = {"sense": "max", "n_binary": 2, "n_integer": 1}
@@ -185,16 +221,37 @@ def test_difficulty(rep):
 
 
 def test_paired(rep):
+    from scipy.stats import beta
+
     p = rep.paired
     a = cell(p, model="M1", benchmark="A")
-    # a1s0 both, a1s1 A only, a1s2 A only (B error), a2s0 both, a2s1 B only, a2s2 neither
-    assert (a["a_only"], a["b_only"], a["both"], a["neither"]) == (2, 1, 2, 1)
-    assert a["net_gain"] == pytest.approx(1 / 6)
-    assert a["p_value"] == pytest.approx(min(1.0, 2 * (1 + 3) / 8))
+    # by problem, k = 3: a1 direct 3/3 vs opticycle 1/3 (A better), a2 1/3 vs 2/3 (B better)
+    assert (a["n"], a["k"], a["a_only"], a["b_only"]) == (2, "3", 1, 1)
+    assert a["net_gain"] == pytest.approx(1 / 6) and "bootstrap" in a["test"]
+    # bootstrap of (sum ca - cb) / sum k over 2 problems: 2/3, -1/3 (p 1/4 each), 1/6 (p 1/2): 90% -> ends
+    assert (a["low"], a["high"]) == pytest.approx((-1 / 3, 2 / 3))
+    assert a["p_value"] == pytest.approx(1.0)  # differences 2/3, -1/3: every sign pattern is as extreme
+    c = cell(p, model="M1", benchmark="C")
+    # k = 1: exact McNemar on the discordant problems (c1 A only, c2 B only) and SemOPT's interval
+    assert (c["a_only"], c["b_only"], c["net_gain"], c["p_value"]) == (1, 1, 0.0, 1.0) and "McNemar" in c["test"]
+    assert (c["low"], c["high"]) == pytest.approx((2 * (2 * beta.ppf(0.05, 1, 2) - 1) / 2,
+                                                   2 * (2 * beta.ppf(0.95, 2, 1) - 1) / 2))
+    b = cell(p, model="M1", benchmark="B")
+    assert (b["net_gain"], b["low"], b["high"], b["p_value"]) == (0.0, 0.0, 0.0, 1.0)
     al = cell(p, model="M1", benchmark="all")
-    assert (al["n"], al["a_only"], al["b_only"]) == (12, 3, 2)
-    var = ((3 + 2) / 12 - (1 / 12) ** 2) / 12
-    assert (al["low"], al["high"]) == pytest.approx((1 / 12 - Z * math.sqrt(var), 1 / 12 + Z * math.sqrt(var)))
+    assert (al["n"], al["k"]) == (6, "1-3") and al["net_gain"] == pytest.approx(1 / 12)
+    m = cell(p, model="M1", benchmark="Macro")
+    assert m["net_gain"] == pytest.approx(((4 / 6 - 3 / 6) + 0 + 0) / 3)
+    # Macro delta replicates = (A + 0 + C) / 3 with A in {4/6, -2/6 (1/4 each), 1/6 (1/2)} and C in
+    # {1, -1 (1/4 each), 0 (1/2)}: each extreme has probability 1/16 > 5%, so the 90% interval is
+    # [(-1/3 - 1) / 3, (2/3 + 1) / 3]
+    assert (m["low"], m["high"]) == pytest.approx((-4 / 9, 5 / 9))
+    # weighted sign flips of (2, -1) / 18 and (3, -3) / 18 (B's zeros do not move): every sum is
+    # odd in 1/18 units, so none is below the observed 1/18: p = 1 (exact enumeration)
+    assert m["p_value"] == pytest.approx(1.0) and "stratified" in m["test"]
+    assert len(p[(p.model == "M2") & (p.benchmark == "Macro")]) == 0  # one benchmark: no macro row
+    md = rep.markdown()
+    assert "Paired by problem" in md and "90% interval" in md
 
 
 def test_grading_sensitivity(rep):
