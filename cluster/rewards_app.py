@@ -66,6 +66,11 @@ class ServiceConfig:
         if self.slots < 1 or self.wall_s <= 0 or self.executor_cpus < 0:
             raise ValueError("slots must be >= 1, wall_s > 0 and executor_cpus >= 0")
 
+    def chunk_count(self) -> int:
+        """Chunks per batch: 4 per slot of the largest pool, so a replica that the autoscaler
+        adds mid-batch still finds queued chunks and a slow chunk does not hold the batch."""
+        return self.max_executors * self.slots * 4
+
     def limits(self) -> Limits:
         return Limits(wall_s=self.wall_s, cpu_s=self.wall_s)
 
@@ -98,6 +103,10 @@ class SandboxRunner:
     async def run(self, code: str) -> ExecResult:
         async with self._slots:
             return await asyncio.to_thread(self._server.run_program, code, self._limits)
+
+    async def run_many(self, codes: list[str]) -> list[ExecResult]:
+        """A chunk of programs, ``slots`` at a time, results in order."""
+        return list(await asyncio.gather(*(self.run(c) for c in codes)))
 
 
 class RequestError(ValueError):
@@ -157,8 +166,9 @@ def _json(status: int, content: Any) -> Response:
 class RewardService:
     """``POST /rewards`` and ``GET /rewards``; a plain ``__call__`` like ``SimulatedOpenAI``."""
 
-    def __init__(self, runner: Any) -> None:
+    def __init__(self, runner: Any, chunk_count: int) -> None:
         self._runner = runner
+        self._chunk_count = chunk_count
 
     async def __call__(self, request: Request) -> Response:
         if request.method == "GET":
@@ -179,26 +189,46 @@ class RewardService:
         return _json(200, {"rewards": [r.to_json(it.id) for it, r in zip(items, rewards)]})
 
     async def run_all(self, codes: list[str | None]) -> list[ExecResult | None]:
-        """Every program at once: the runners' queues and the autoscaler absorb the burst."""
+        """Every program, sent to the runners in chunks (:func:`chunks`), all chunks at once.
 
-        async def one(code: str | None) -> ExecResult | None:
-            if code is None:
-                return None
+        Why chunks: one handle call per program makes Serve's router probe replica queue
+        lengths hundreds of times per batch, which cost more than the programs themselves
+        (measured: 245 ORLM programs took 24-34 s one per call on 2 busy cores).
+        """
+        todo = [i for i, c in enumerate(codes) if c is not None]
+        results: list[ExecResult | None] = [None] * len(codes)
+
+        async def one(idx: list[int]) -> None:
             try:
-                return await self._runner.run.remote(code)
+                got = await self._runner.run_many.remote([codes[i] for i in idx])
             except Exception as exc:  # noqa: BLE001 - a lost runner scores like a crashed program
-                return ExecResult(outcome=KILLED, note=f"executor lost: {type(exc).__name__}")
+                got = [ExecResult(outcome=KILLED, note=f"executor lost: {type(exc).__name__}")] * len(idx)
+            for i, r in zip(idx, got):
+                results[i] = r
 
-        return list(await asyncio.gather(*(one(c) for c in codes)))
+        await asyncio.gather(*(one(idx) for idx in chunks(todo, self._chunk_count)))
+        return results
+
+
+def chunks(idx: list[int], count: int) -> list[list[int]]:
+    """``idx`` split into at most ``count`` contiguous, near-equal chunks (none empty)."""
+    count = max(1, min(count, len(idx)))
+    size, extra = divmod(len(idx), count)
+    out, start = [], 0
+    for k in range(count):
+        end = start + size + (1 if k < extra else 0)
+        out.append(idx[start:end])
+        start = end
+    return [c for c in out if c]
 
 
 def build_app(cfg: ServiceConfig) -> Any:
     runner = SandboxRunner.options(
         ray_actor_options={"num_cpus": cfg.executor_cpus},
         autoscaling_config=cfg.autoscaling(),
-        max_ongoing_requests=cfg.slots * 2,
+        max_ongoing_requests=cfg.slots * 4,
     ).bind(cfg.slots, cfg.limits())
-    return RewardService.bind(runner)
+    return RewardService.bind(runner, cfg.chunk_count())
 
 
 def deploy(cfg: ServiceConfig, port: int, host: str = "127.0.0.1") -> str:

@@ -145,10 +145,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from cluster import rewards_app
     from cluster.runtime import connect, disconnect
 
-    stop = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())
     rt = connect(None, num_cpus=args.num_cpus)
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):  # after ray.init, which installs its own
+        signal.signal(sig, lambda *_: stop.set())
     try:
         url = rewards_app.deploy(cfg, args.port, args.host)
         print(f"rewards: serving POST {url} (executors {cfg.min_executors}..{cfg.max_executors}, "
