@@ -45,6 +45,12 @@ from jobs.regrade import RegradeInputError, load_answers  # noqa: E402
 
 EXIT_INPUT = 2
 DEFAULT_PORT = 8790
+ORLM_OUTPUTS_ENV = "OPTEVAL_ORLM_OUTPUTS"
+ORLM_OUTPUTS_HOWTO = (
+    "ORLM's released NL4OPT outputs are not shipped with opteval (third-party data): "
+    "git clone https://github.com/Cardinal-Operations/ORLM and set "
+    f"${ORLM_OUTPUTS_ENV}=<clone>/results/NL4OPT.q2mc_en.ORLM-LLaMA-3-8B/executed.jsonl"
+)
 
 
 class RewardsInputError(ValueError):
@@ -62,6 +68,22 @@ def items_for(records: list[ReplayRecord], answers: dict[str, Any], scheme: str)
             shown = ", ".join(repr(m) for m in missing[:20]) + (" ..." if len(missing) > 20 else "")
             raise RewardsInputError(f"{len(missing)} completion id(s) have no answer: {shown}")
     return [RewardItem(r.id, r.completion, answers.get(r.id)) for r in records]
+
+
+def orlm_executed_items(path: Path) -> list[RewardItem]:
+    """ORLM's released ``results/<bench>.q2mc_en.ORLM-LLaMA-3-8B/executed.jsonl`` as items:
+    id = ``source``, completion = ``en_math_model_coptpy_code`` (the model's response),
+    answer = ``en_answer``. Errors name the file and line."""
+    from evalcore.models.replay import jsonl_rows
+
+    if not path.exists():
+        raise RewardsInputError(f"{path}: no such file ({ORLM_OUTPUTS_HOWTO})")
+    out = []
+    for where, row in jsonl_rows(path, RewardsInputError):
+        if not isinstance(row, dict) or not {"source", "en_math_model_coptpy_code", "en_answer"} <= set(row):
+            raise RewardsInputError(f"{where}: expected ORLM's keys source, en_math_model_coptpy_code, en_answer")
+        out.append(RewardItem(str(row["source"]), str(row["en_math_model_coptpy_code"]), row["en_answer"]))
+    return out
 
 
 async def _run_on_executors(codes: list[str | None], executors: int, limits: Limits) -> list[ExecResult | None]:
