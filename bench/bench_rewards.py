@@ -103,6 +103,7 @@ def _post(url: str, body: dict, timeout_s: float = 900.0) -> dict:
 def start_service(executors: int, log: Path) -> tuple[subprocess.Popen, str]:
     port = _free_port()
     env = dict(os.environ, PYTHONPATH=str(REPO), RAY_AUTH_MODE="disabled")
+    env.pop("RAY_ADDRESS", None)  # always a local Ray of its own
     proc = subprocess.Popen(
         [sys.executable, str(REPO / "jobs" / "rewards.py"), "serve", "--port", str(port),
          "--min-executors", str(executors), "--max-executors", str(executors)],

@@ -24,6 +24,7 @@ def write_jsonl(path: Path, rows: list) -> Path:
 
 def run(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
     env = dict(os.environ, PYTHONPATH=str(REPO), RAY_AUTH_MODE="disabled")
+    env.pop("RAY_ADDRESS", None)  # always a local Ray of its own
     return subprocess.run([sys.executable, str(JOB), *args], cwd=REPO, env=env, capture_output=True, text=True,
                           timeout=timeout)
 

@@ -87,6 +87,7 @@ def service(tmp_path_factory):
     port = free_port()
     log = tmp_path_factory.mktemp("rewards") / "serve.log"
     env = dict(os.environ, PYTHONPATH=str(REPO), RAY_AUTH_MODE="disabled")
+    env.pop("RAY_ADDRESS", None)  # always a local Ray of its own
     proc = subprocess.Popen(
         [sys.executable, str(REPO / "jobs" / "rewards.py"), "serve", "--port", str(port),
          "--min-executors", "1", "--max-executors", "2", "--num-cpus", "2"],
