@@ -136,7 +136,9 @@ def sirl_reward(run: _Run, stage: int = 2) -> Reward:
 
     * format 0.5 when the completion has ``<think>``, ``<model>`` and ``<python>`` tag pairs
       in that order (the displayed formula gives 0.5; the prose says "binary");
-    * execution 1 when the extracted code ran to a clean exit (``outcome == ok``);
+    * execution 1 when the extracted code ran to a clean exit (``outcome == ok``). The code
+      comes from the extraction profile, which reads fenced blocks: SIRL's ``<python>``
+      section must hold a ```` ```python ```` fence to be found;
     * accuracy 2 when the submitted objective y satisfies |y - y*| <= 0.01
       (:func:`sirl_accurate`; the paper's evaluation uses a relative 1e-6 instead, which is
       the ``sirl`` grading profile and decides ``correct``);

@@ -53,7 +53,7 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, completions, answers, expect
     assert not (tmp_path / "R.jsonl").exists()
 
 
-def test_orr1_needs_no_answer_per_id_and_bad_flags_exit_2(tmp_path):
+def test_unknown_scheme_and_busy_port_exit_2(tmp_path):
     out = run("score", "--completions", "x", "--answers", "y", "--scheme", "nope", "--out", "z")
     assert out.returncode == 2 and "invalid choice: 'nope'" in out.stderr
     with socket.socket() as s:
