@@ -1,0 +1,227 @@
+"""Verifiable rewards for RL trainers: score a file of rollouts, or serve ``POST /rewards``.
+
+    python jobs/rewards.py score --completions C.jsonl --answers A.jsonl --scheme S \\
+        [--extraction E] [--grading G] --out R.jsonl [--executors N] [--wall-s S]
+    python jobs/rewards.py serve [--port P] [--host H] [--min-executors N] [--max-executors M]
+
+Both use ``evalcore.rewards`` (schemes ``correct``, ``sirl``, ``sirl-stage1``, ``orr1``) and
+run the programs in the sandbox on Ray (a local Ray started here unless ``RAY_ADDRESS``
+names a cluster). Only the extracted code reaches a sandbox; answers stay in this process
+(``score``) or in the service's ingress (``serve``).
+
+``score``: the file formats of ``jobs/regrade.py`` (its readers are reused): ``C`` rows
+``{"id", "completion", "sample"?}`` (JSONL or Parquet), ``A`` rows ``{"id", "answer"}``.
+Programs run on executor actors (``cluster.executors``). ``R.jsonl`` gets one row per
+completion, in input order: ``{"id", "sample", "reward", "correct", "parts"}``; stdout
+gets ``scored <n> completions: mean reward <r>, correct <c>/<n>``.
+
+``serve``: the app of ``cluster.rewards_app`` on ``http://<host>:<port>/rewards``
+(loopback by default), until SIGINT/SIGTERM.
+
+Exit codes: 0 done, 2 bad input (one line naming the file and line, the ids, or the flag).
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import signal
+import socket
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+if __package__ in (None, ""):  # run as a script: make the checkout importable
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from evalcore.extraction import PROFILES as EXTRACTION_PROFILES, extract_code  # noqa: E402
+from evalcore.grading import PROFILES as GRADING_PROFILES  # noqa: E402
+from evalcore.models.replay import ReplayFileError, ReplayRecord, load_records  # noqa: E402
+from evalcore.rewards import SCHEMES, Reward, RewardItem, get_scheme, score  # noqa: E402
+from evalcore.sandbox.types import ExecResult, Limits  # noqa: E402
+from jobs.regrade import RegradeInputError, load_answers  # noqa: E402
+
+EXIT_INPUT = 2
+DEFAULT_PORT = 8790
+ORLM_OUTPUTS_ENV = "OPTEVAL_ORLM_OUTPUTS"
+ORLM_OUTPUTS_HOWTO = (
+    "ORLM's released NL4OPT outputs are not shipped with opteval (third-party data): "
+    "git clone https://github.com/Cardinal-Operations/ORLM and set "
+    f"${ORLM_OUTPUTS_ENV}=<clone>/results/NL4OPT.q2mc_en.ORLM-LLaMA-3-8B/executed.jsonl"
+)
+
+
+class RewardsInputError(ValueError):
+    """Bad input for ``score``/``serve``: the message names the file and line, ids or flag."""
+
+
+# -- score -----------------------------------------------------------------------------------
+
+
+def items_for(records: list[ReplayRecord], answers: dict[str, Any], scheme: str) -> list[RewardItem]:
+    """Pair completions with answers; a scheme that needs answers rejects ids without one."""
+    if get_scheme(scheme).needs_answer:
+        missing = sorted({r.id for r in records if r.id not in answers})
+        if missing:
+            shown = ", ".join(repr(m) for m in missing[:20]) + (" ..." if len(missing) > 20 else "")
+            raise RewardsInputError(f"{len(missing)} completion id(s) have no answer: {shown}")
+    return [RewardItem(r.id, r.completion, answers.get(r.id)) for r in records]
+
+
+def orlm_executed_items(path: Path) -> list[RewardItem]:
+    """ORLM's released ``results/<bench>.q2mc_en.ORLM-LLaMA-3-8B/executed.jsonl`` as items:
+    id = ``source``, completion = ``en_math_model_coptpy_code`` (the model's response),
+    answer = ``en_answer``. Errors name the file and line."""
+    from evalcore.models.replay import jsonl_rows
+
+    if not path.exists():
+        raise RewardsInputError(f"{path}: no such file ({ORLM_OUTPUTS_HOWTO})")
+    out = []
+    for where, row in jsonl_rows(path, RewardsInputError):
+        if not isinstance(row, dict) or not {"source", "en_math_model_coptpy_code", "en_answer"} <= set(row):
+            raise RewardsInputError(f"{where}: expected ORLM's keys source, en_math_model_coptpy_code, en_answer")
+        out.append(RewardItem(str(row["source"]), str(row["en_math_model_coptpy_code"]), row["en_answer"]))
+    return out
+
+
+async def _run_on_executors(codes: list[str | None], executors: int, limits: Limits) -> list[ExecResult | None]:
+    from cluster.executors import RayExecutor, _Shared, start_executors
+
+    handles = start_executors(f"rewards-{os.getpid()}", executors, 1, limits)
+    facade = RayExecutor(_Shared(handles), limits)
+
+    async def one(code: str | None) -> ExecResult | None:
+        return None if code is None else await facade.run(code, limits)
+
+    return list(await asyncio.gather(*(one(c) for c in codes)))
+
+
+def run_programs(codes: list[str | None], executors: int | None, limits: Limits) -> list[ExecResult | None]:
+    """Run every program on executor actors of a Ray this function joins or starts (and stops)."""
+    from cluster.runtime import available_cpus, connect, disconnect
+
+    rt = connect(None)
+    try:
+        n = executors or available_cpus()
+        return asyncio.run(_run_on_executors(codes, n, limits))
+    finally:
+        disconnect(rt)
+
+
+def write_rewards(path: Path, records: list[ReplayRecord], rewards: list[Reward]) -> None:
+    with path.open("w", encoding="utf-8") as fh:
+        for rec, r in zip(records, rewards):
+            fh.write(json.dumps({**r.to_json(rec.id), "sample": rec.sample}) + "\n")
+
+
+def cmd_score(args: argparse.Namespace) -> int:
+    try:
+        records = load_records(args.completions)
+        if not records:
+            raise RewardsInputError(f"{args.completions}: no completions")
+        answers = load_answers(args.answers)
+        items = items_for(records, answers, args.scheme)
+        if args.out.parent and not args.out.parent.is_dir():
+            raise RewardsInputError(f"--out {args.out}: directory {args.out.parent} does not exist")
+    except (RewardsInputError, RegradeInputError, ReplayFileError) as exc:
+        print(f"rewards: error: {exc}", file=sys.stderr)
+        return EXIT_INPUT
+    limits = Limits(wall_s=args.wall_s, cpu_s=args.wall_s) if args.wall_s else Limits()
+    codes = [extract_code(it.completion, args.extraction) for it in items]
+    results = run_programs(codes, args.executors, limits)
+    rewards = score(args.scheme, items, results, args.extraction, args.grading)
+    write_rewards(args.out, records, rewards)
+    n = len(rewards)
+    correct = sum(1 for r in rewards if r.correct)
+    mean = sum(r.reward for r in rewards) / n
+    print(f"scored {n} completions: mean reward {mean:.4f}, correct {correct}/{n}")
+    return 0
+
+
+# -- serve -----------------------------------------------------------------------------------
+
+
+def _port_free(host: str, port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from cluster.rewards_app import ServiceConfig
+
+    try:
+        cfg = ServiceConfig(min_executors=args.min_executors, max_executors=args.max_executors,
+                            initial_executors=args.initial_executors, slots=args.slots, wall_s=args.wall_s)
+    except ValueError as exc:
+        print(f"rewards: error: {exc}", file=sys.stderr)
+        return EXIT_INPUT
+    if not _port_free(args.host, args.port):
+        print(f"rewards: error: --port {args.port}: {args.host}:{args.port} is already in use", file=sys.stderr)
+        return EXIT_INPUT
+    from cluster import rewards_app
+    from cluster.runtime import connect, disconnect
+
+    rt = connect(None, num_cpus=args.num_cpus)
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):  # after ray.init, which installs its own
+        signal.signal(sig, lambda *_: stop.set())
+    try:
+        url = rewards_app.deploy(cfg, args.port, args.host)
+        print(f"rewards: serving POST {url} (executors {cfg.min_executors}..{cfg.max_executors}, "
+              f"{cfg.slots} slots each); Ctrl-C stops", flush=True)
+        while not stop.wait(1.0):
+            pass
+    finally:
+        disconnect(rt)
+    return 0
+
+
+# -- CLI -------------------------------------------------------------------------------------
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    sc = sub.add_parser("score", help="score a file of completions on executor actors")
+    sc.add_argument("--completions", required=True, type=Path)
+    sc.add_argument("--answers", required=True, type=Path)
+    sc.add_argument("--scheme", required=True, choices=sorted(SCHEMES))
+    sc.add_argument("--extraction", default="submit", choices=sorted(EXTRACTION_PROFILES))
+    sc.add_argument("--grading", default="optagentbench", choices=sorted(GRADING_PROFILES))
+    sc.add_argument("--out", required=True, type=Path)
+    sc.add_argument("--executors", type=_positive_int, default=None, help="executor actors (default: Ray's CPUs)")
+    sc.add_argument("--wall-s", type=float, default=None, help="per-program wall/CPU limit (Limits default if unset)")
+
+    sv = sub.add_parser("serve", help="serve POST /rewards on Ray Serve")
+    sv.add_argument("--port", type=int, default=DEFAULT_PORT)
+    sv.add_argument("--host", default="127.0.0.1", help="bind address (default loopback only)")
+    sv.add_argument("--min-executors", type=_positive_int, default=1)
+    sv.add_argument("--max-executors", type=_positive_int, default=max(1, os.cpu_count() or 1))
+    sv.add_argument("--initial-executors", type=_positive_int, default=None)
+    sv.add_argument("--slots", type=_positive_int, default=2, help="programs at once per executor")
+    sv.add_argument("--wall-s", type=float, default=60.0, help="per-program wall/CPU limit")
+    sv.add_argument("--num-cpus", type=_positive_int, default=None, help="CPUs of the local Ray (default: all)")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    return cmd_score(args) if args.command == "score" else cmd_serve(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
