@@ -48,7 +48,7 @@ from typing import Any
 
 from evalcore.sandbox import _ns
 from evalcore.sandbox._log import DEBUG, log
-from evalcore.sandbox._root import HEAVY_MODULES, NsFactory, build_root
+from evalcore.sandbox._root import HEAVY_MODULES, NsFactory, build_root, enter_user_namespace
 from evalcore.sandbox._zygote import Zygote
 from evalcore.sandbox._proto import limits_from_dict, limits_to_dict, pack, split_frames
 from evalcore.sandbox.types import ERROR, KILLED, MEMORY, OK, OUTPUT_LIMIT, TIMEOUT, Limits
@@ -115,10 +115,11 @@ class Job:
 
 class Server:
     def __init__(self, ctl: socket.socket, factory: NsFactory | None, contained: bool, note: str,
-                 proc_fd: int, death_w: int, pool_size: int, netns_per_run: bool) -> None:
+                 proc_fd: int, death_w: int, pool_size: int, netns_per_run: bool, userns: bool = False) -> None:
         self.ctl = ctl
         self.factory = factory
         self.contained = contained
+        self.userns = userns
         self.note = note
         self.proc_fd = proc_fd
         self.death_w = death_w
@@ -135,7 +136,7 @@ class Server:
         self.zygote = self.start_zygote()
 
     def start_zygote(self) -> Zygote:
-        zg = Zygote(self.factory, self.contained, self.netns_per_run)
+        zg = Zygote(self.factory, self.contained, self.netns_per_run, self.userns)
         self.sel.register(zg.sock, selectors.EVENT_READ, ("zygote", None))
         self.mk_pending = 0
         return zg
@@ -807,6 +808,16 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--pool", type=int, default=2)
     ap.add_argument("--netns-per-run", action="store_true")
     args = ap.parse_args(argv)
+    want_ns = args.namespaces != "0"
+    userns = False
+    note = ""
+    if want_ns and not _ns.privileged():
+        try:
+            enter_user_namespace()  # from here on we are pid 1 of our own PID namespace
+            userns = True
+        except OSError as exc:
+            note = f"user namespace unavailable ({exc})"
+            want_ns = False
     ctl = socket.socket(fileno=args.ctl_fd)
     _ns.set_name("opteval-forksrv")
     try:
@@ -815,9 +826,7 @@ def main(argv: list[str] | None = None) -> None:
         pass
     death_r, death_w = os.pipe()
     os.set_inheritable(death_r, False)
-    want_ns = args.namespaces != "0"
     factory = None
-    note = ""
     if want_ns:
         try:
             factory = NsFactory(death_r)
@@ -828,7 +837,7 @@ def main(argv: list[str] | None = None) -> None:
     proc_fd = -1
     if factory is not None:
         try:
-            net_fd, mnt_fd, proc_fd = build_root()
+            net_fd, mnt_fd, proc_fd = build_root(userns)
             factory.join(net_fd, mnt_fd)
             os.close(net_fd)
             os.close(mnt_fd)
@@ -857,8 +866,9 @@ def main(argv: list[str] | None = None) -> None:
     gc.collect()
     gc.freeze()  # keep the warm heap shared copy-on-write with every child
     ctl.send(json.dumps({"t": "ready", "contained": contained, "note": note, "modules": loaded,
-                         "pid": os.getpid()}).encode())
-    server = Server(ctl, factory, contained, note, proc_fd, death_w, args.pool, args.netns_per_run)
+                         "pid": os.getpid(), "userns": userns and contained}).encode())
+    server = Server(ctl, factory, contained, note, proc_fd, death_w, args.pool, args.netns_per_run,
+                    userns and contained)
     try:
         server.loop()
     except BaseException:
