@@ -223,10 +223,15 @@ def test_disk_fill_stops_at_the_private_tmpfs(server):
     assert server.run_program("submit(1)").submission == 1  # freed with the run
 
 
-def test_unprivileged_server_has_no_privileges(server, as_user):
-    """The [unprivileged] runs really are: uid 65534 and no capability on the host."""
+def test_each_server_runs_as_it_says(server, as_user):
+    """[root] takes the root path; [unprivileged] really is uid 65534 with no capability on the host."""
     if not as_user:
-        pytest.skip("the root fork server is privileged by design")
+        with open(f"/proc/{server.pid}/status") as fh:
+            assert fh.read().split("Uid:")[1].split()[:4] == [str(os.geteuid())] * 4
+        from evalcore.sandbox import _ns
+
+        assert server.contained and server.userns is (not _ns.privileged())
+        return
     import subprocess
 
     probe = "print(open('/proc/self/status').read())"
