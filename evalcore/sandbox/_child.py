@@ -2,7 +2,8 @@
 
 A child is forked from the warm fork server (so numpy, scipy, pulp, pyscipopt, highspy are
 already imported), prepares itself while still root (private mounts, scrubbed environment,
-stdio on pipes, everything else closed, then a throwaway uid), announces ``ready`` and waits
+stdio on pipes, everything else closed, then a throwaway uid, or without root a nested user
+namespace of its own), announces ``ready`` and waits
 for work. The fork server applies the run's resource limits with ``prlimit`` before handing
 over the code, so the same prepared child serves a one-shot program or a session's cells.
 

@@ -2,7 +2,9 @@
 
 Run as ``python -m evalcore.sandbox._server --ctl-fd N`` by :class:`evalcore.sandbox.ForkServer`.
 
-Process tree (namespaced mode, as root)::
+Process tree (namespaced mode; without root the same tree sits inside a user namespace and a
+PID namespace of its own, under a small shim that stays outside, see
+``_root.enter_user_namespace``)::
 
     fork server (this: single-threaded event loop; own mount, network and IPC namespaces,
     │             pivoted into a read-only root holding only the Python installation, /usr,
@@ -13,8 +15,8 @@ Process tree (namespaced mode, as root)::
     └── zygote (a fork of the warm server that forks prepared children *into* those
         │       namespaces with setns, so each child is a copy-on-write warm interpreter)
         └── child (pid 2 of its namespace: private /proc, /tmp, /dev/shm and /sandbox
-                   on tmpfs, a throwaway uid, scrubbed environment; runs one program or
-                   one session's cells)
+                   on tmpfs, a throwaway uid (without root: a nested user namespace),
+                   scrubbed environment; runs one program or one session's cells)
 
 Killing a run's init kills every process the program started (children, setsid
 grandchildren, PuLP's CBC); a child that finishes normally kills its namespace itself
@@ -26,7 +28,8 @@ demand; PID namespaces come from a small process where a fork is cheap. Mount an
 namespaces that never change (the read-only root, no network at all) are made once per
 server; each child adds its own mount namespace for its private tmpfs mounts.
 
-Without namespaces (an unprivileged pod, or ``OPTEVAL_SANDBOX_NAMESPACES=0``) each child is a
+Without namespaces (``OPTEVAL_SANDBOX_NAMESPACES=0``, or no root and no user namespaces with
+uncontained runs explicitly allowed; otherwise the host refuses to start) each child is a
 process-group leader in a host temp directory, runs are killed by process group, and every
 result says ``contained=False`` with a note.
 """
