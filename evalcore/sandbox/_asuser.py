@@ -16,7 +16,12 @@ of the host is as that user would see it. Then ``setpriv`` drops to the user for
 ``user.max_user_namespaces=0``): the command runs as root of a user namespace whose limit on
 nested user namespaces is 0, with no capabilities at all; neither sandbox path can work there.
 
-Run as ``python -m evalcore.sandbox._asuser --uid U [--gid G] [--deny-userns] -- CMD...`` (root only).
+``--pod-userns OUTER`` models a pod with ``hostUsers: false``: the command runs as root with
+every capability, but of a user namespace that maps ids 0-65535 to OUTER..OUTER+65535 (and
+whose PID namespace is still the host's).
+
+Run as ``python -m evalcore.sandbox._asuser --uid U [--gid G] [--deny-userns | --pod-userns OUTER]
+-- CMD...`` (root only).
 """
 from __future__ import annotations
 
@@ -87,8 +92,30 @@ def deny_user_namespaces() -> None:
         fh.write("0")
 
 
-def unprivileged_launcher(uid: int = NOBODY, gid: int | None = None,
-                          deny_userns: bool = False) -> tuple[list[str] | None, str]:
+def run_in_pod_userns(outer: int, cmd: list[str]) -> None:
+    """Exec ``cmd`` as root of a new user namespace mapping 65536 ids from ``outer`` (only a
+    process outside may write such a map, so a forked child waits for its parent to do it)."""
+    go_r, go_w = os.pipe()
+    ready_r, ready_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        _ns.unshare(_ns.CLONE_NEWUSER)
+        os.write(ready_w, b"x")
+        os.read(go_r, 1)
+        os.setresgid(0, 0, 0)
+        os.setresuid(0, 0, 0)
+        os.execv(cmd[0], cmd)
+    os.read(ready_r, 1)
+    for name in ("uid_map", "gid_map"):
+        with open(f"/proc/{pid}/{name}", "w") as fh:
+            fh.write(f"0 {outer} 65536\n")
+    os.write(go_w, b"x")
+    _, status = os.waitpid(pid, 0)
+    os._exit(os.WEXITSTATUS(status) if os.WIFEXITED(status) else 128 + os.WTERMSIG(status))
+
+
+def unprivileged_launcher(uid: int = NOBODY, gid: int | None = None, deny_userns: bool = False,
+                          pod_userns: int | None = None) -> tuple[list[str] | None, str]:
     """A command prefix starting the rest as ``uid`` with no capabilities, or (None, why not)."""
     if os.geteuid() != 0:
         return None, "needs root to start a process as another user"
@@ -96,6 +123,7 @@ def unprivileged_launcher(uid: int = NOBODY, gid: int | None = None,
         return None, "setpriv (util-linux) is not installed"
     gid = uid if gid is None else gid
     extra = ["--deny-userns"] if deny_userns else []
+    extra += ["--pod-userns", str(pod_userns)] if pod_userns is not None else []
     return [sys.executable, "-m", "evalcore.sandbox._asuser", "--uid", str(uid), "--gid", str(gid), *extra, "--"], ""
 
 
@@ -104,12 +132,16 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--uid", type=int, default=NOBODY)
     ap.add_argument("--gid", type=int, default=None)
     ap.add_argument("--deny-userns", action="store_true")
+    ap.add_argument("--pod-userns", type=int, default=None, metavar="OUTER")
     ap.add_argument("cmd", nargs=argparse.REMAINDER)
     args = ap.parse_args(argv)
     cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
     if not cmd:
         ap.error("no command given")
     gid = args.uid if args.gid is None else args.gid
+    if args.pod_userns is not None:
+        expose(installation_dirs(), args.pod_userns, args.pod_userns)
+        run_in_pod_userns(args.pod_userns, cmd)
     expose(installation_dirs(), args.uid, gid)
     setpriv = shutil.which("setpriv") or "setpriv"
     ids = [f"--reuid={args.uid}", f"--regid={gid}", "--clear-groups"]

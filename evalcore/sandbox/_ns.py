@@ -151,3 +151,28 @@ def mount_flags(path: str) -> int:
     """
     f = os.statvfs(path).f_flag
     return sum(ms for st, ms in _ST_TO_MS if f & st)
+
+
+NS_GET_USERNS = 0xB701
+
+
+def owns_pid_namespace() -> bool:
+    """Whether our user namespace owns our PID namespace (so we may ``setns`` back into it).
+
+    True on a host and in a pod whose runtime made the PID namespace inside the pod's user
+    namespace; False when this process made a user namespace but still lives in a PID
+    namespace owned by an ancestor.
+    """
+    import fcntl
+
+    fd = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        owner = fcntl.ioctl(fd, NS_GET_USERNS)
+    except OSError as exc:
+        return exc.errno != errno.EPERM  # EPERM: owned by an ancestor of our user namespace
+    finally:
+        os.close(fd)
+    try:
+        return os.fstat(owner).st_ino == os.stat("/proc/self/ns/user").st_ino
+    finally:
+        os.close(owner)

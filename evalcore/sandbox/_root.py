@@ -27,7 +27,7 @@ HEAVY_MODULES = ("numpy", "scipy", "scipy.optimize", "scipy.sparse", "pulp", "py
 # ====================================================================== user namespace
 
 
-def enter_user_namespace() -> None:
+def enter_user_namespace(new_user: bool = True) -> None:
     """Without root: become root of a new user namespace and pid 1 of a PID namespace it owns.
 
     Why the PID namespace too: the factory and the zygote step into each run's PID namespace
@@ -37,13 +37,15 @@ def enter_user_namespace() -> None:
     and exits with it; if the shim is killed, the parent-death signal kills the server, and
     with pid 1 gone the kernel kills everything in its namespace. Returns in the server.
     Only the executor's own uid and gid are mapped (to 0): that is all an unprivileged
-    process may map without setuid helpers.
+    process may map without setuid helpers. ``new_user=False``: root of a user namespace
+    whose PID namespace belongs to an ancestor; only the PID namespace is new.
     """
     import select
 
     uid, gid = os.geteuid(), os.getegid()
-    _ns.unshare(_ns.CLONE_NEWUSER | _ns.CLONE_NEWPID)
-    _ns.write_id_maps(0, uid, 0, gid)
+    _ns.unshare(_ns.CLONE_NEWPID | (_ns.CLONE_NEWUSER if new_user else 0))
+    if new_user:
+        _ns.write_id_maps(0, uid, 0, gid)
     alive_r, alive_w = os.pipe()
     pid = os.fork()
     if pid == 0:
@@ -196,6 +198,33 @@ class NsFactory:
 # ====================================================================== private root
 
 
+def throwaway_uid_range(uid_map: str, gid_map: str, default: tuple[int, int]) -> tuple[int, int] | None:
+    """Where per-run uids come from: ``default`` when this user namespace maps it (the host's,
+    or any full map), else the largest range mapped for both uids and gids above 1000 (root
+    of a pod user namespace, ``hostUsers: false``, maps 65536 ids); None if there is none."""
+    def extents(text: str) -> list[tuple[int, int]]:
+        out = []
+        for line in text.splitlines():
+            inside, _, count = (int(x) for x in line.split())
+            out.append((inside, inside + count))
+        return out
+
+    uids, gids = extents(uid_map), extents(gid_map)
+    if any(a <= default[0] and default[1] <= b for a, b in uids) and any(
+            a <= default[0] and default[1] <= b for a, b in gids):
+        return default
+    best = None
+    for ua, ub in uids:
+        for ga, gb in gids:
+            lo, hi = max(ua, ga, 1000), min(ub, gb, 65534)  # below the overflow id (nobody)
+            if hi - lo >= 1000 and (best is None or hi - lo > best[1] - best[0]):
+                best = (lo, hi)
+    return best
+
+
+# Per-run throwaway uids (root path): set by build_root from this namespace's id maps.
+UID_RANGE: tuple[int, int] | None = (1_000_000, 2_000_000_000)
+
 # Python directories that live under /tmp (a venv there): every per-run /tmp is a fresh
 # tmpfs, so the child binds these back over it (see ``_child._mounts``). Set by build_root.
 TMP_PYTHON_DIRS: tuple[str, ...] = ()
@@ -239,17 +268,19 @@ def _python_dirs() -> list[str]:
     return out
 
 
-def build_root(userns: bool = False) -> tuple[int, int, int]:
+def build_root(own_pidns: bool = False) -> tuple[int, int, int]:
     """Enter private mount, network, IPC and UTS namespaces and pivot into a minimal read-only root.
 
     Returns fds (net ns, mount ns, /proc) opened before the pivot: the factory joins the
     namespaces, and the server keeps /proc to read its children's CPU time. As root that is
-    the host's /proc (the server lives in the host PID namespace). In a user namespace the
-    server is pid 1 of its own PID namespace, so it mounts that namespace's /proc in the new
+    the host's /proc (the server lives in the host PID namespace). In a user namespace
+    (``own_pidns``) the server is pid 1 of its own PID namespace, so it mounts that namespace's /proc in the new
     root: its children's pids are numbered there, and a kernel in a user namespace lets a
     run mount its own /proc only where a proc mount is already fully visible.
     """
-    global TMP_PYTHON_DIRS
+    global TMP_PYTHON_DIRS, UID_RANGE
+    with open("/proc/self/uid_map") as fu, open("/proc/self/gid_map") as fg:
+        UID_RANGE = throwaway_uid_range(fu.read(), fg.read(), (1_000_000, 2_000_000_000))
     _ns.unshare(_ns.CLONE_NEWNS | _ns.CLONE_NEWNET | _ns.CLONE_NEWIPC | _ns.CLONE_NEWUTS)
     try:
         _ns.sethostname("sandbox")
@@ -262,6 +293,15 @@ def build_root(userns: bool = False) -> tuple[int, int, int]:
     TMP_PYTHON_DIRS = tuple(held)
     root = "/tmp"  # a tmpfs over the host /tmp: hides it and becomes the new root
     _ns.mount("opteval-root", root, "tmpfs", _ns.MS_NOSUID | _ns.MS_NODEV, "mode=0755,size=16m")
+    if own_pidns:  # first, so that a refusal (a runtime that masks /proc) leaves the host's view intact
+        os.makedirs(root + "/proc")
+        try:
+            _ns.mount("proc", root + "/proc", "proc", _ns.MS_NOSUID | _ns.MS_NODEV | _ns.MS_NOEXEC)
+        except OSError:
+            _ns.umount2(root, _ns.MNT_DETACH)
+            for fd in held.values():
+                os.close(fd)
+            raise
     for name in sorted(os.listdir("/")):
         p = "/" + name
         if os.path.islink(p):
@@ -289,9 +329,7 @@ def build_root(userns: bool = False) -> tuple[int, int, int]:
     os.chmod(root + "/tmp", 0o1777)
     net_fd = os.open("/proc/self/ns/net", os.O_RDONLY | os.O_CLOEXEC)
     mnt_fd = os.open("/proc/self/ns/mnt", os.O_RDONLY | os.O_CLOEXEC)
-    if userns:
-        _ns.mount("proc", root + "/proc", "proc", _ns.MS_NOSUID | _ns.MS_NODEV | _ns.MS_NOEXEC)
-    proc_fd = os.open(root + "/proc" if userns else "/proc", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    proc_fd = os.open(root + "/proc" if own_pidns else "/proc", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     _ns.pivot_root(root, root + "/.oldroot")
     os.chdir("/")
     _ns.umount2("/.oldroot", _ns.MNT_DETACH)

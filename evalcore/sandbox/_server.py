@@ -814,12 +814,20 @@ def main(argv: list[str] | None = None) -> None:
     want_ns = args.namespaces != "0"
     userns = False
     note = ""
+    own_pidns = False
     if want_ns and not _ns.privileged():
         try:
             enter_user_namespace()  # from here on we are pid 1 of our own PID namespace
-            userns = True
+            userns = own_pidns = True
         except OSError as exc:
             note = f"user namespace unavailable ({exc})"
+            want_ns = False
+    elif want_ns and not _ns.owns_pid_namespace():
+        try:  # root of a user namespace living in an ancestor's PID namespace
+            enter_user_namespace(new_user=False)
+            own_pidns = True
+        except OSError as exc:
+            note = f"PID namespace unavailable ({exc})"
             want_ns = False
     ctl = socket.socket(fileno=args.ctl_fd)
     _ns.set_name("opteval-forksrv")
@@ -840,7 +848,7 @@ def main(argv: list[str] | None = None) -> None:
     proc_fd = -1
     if factory is not None:
         try:
-            net_fd, mnt_fd, proc_fd = build_root(userns)
+            net_fd, mnt_fd, proc_fd = build_root(own_pidns)
             factory.join(net_fd, mnt_fd)
             os.close(net_fd)
             os.close(mnt_fd)

@@ -25,9 +25,9 @@ from typing import Any, NoReturn
 
 from evalcore.sandbox import _ns
 from evalcore.sandbox._log import DEBUG, log
+from evalcore.sandbox import _root
 from evalcore.sandbox._root import WORKDIR, NsFactory
 
-UID_RANGE = (1_000_000, 2_000_000_000)  # a fresh uid per child: RLIMIT_NPROC then counts only its processes
 TMPFS_MB = 512
 
 
@@ -99,6 +99,10 @@ def _zygote_main(sock: socket.socket, factory: NsFactory | None, contained: bool
     # after its pivot there is no /proc to look at here)
     root = not userns and os.geteuid() == 0 and (
         contained or (_ns.privileged() and _installation_reachable_by_others()))
+    if root and contained and _root.UID_RANGE is None:
+        # root of a user namespace that maps too few ids for throwaway uids: a nested user
+        # namespace per run instead, exactly as without root
+        root, userns = False, True
     sel = selectors.DefaultSelector()
     sel.register(sock, selectors.EVENT_READ, None)
     while True:
@@ -129,7 +133,9 @@ def _make(sock: socket.socket, factory: NsFactory | None, contained: bool, netns
     from evalcore.sandbox._child import ChildConfig, child_main
 
     t0 = time.perf_counter()
-    uid = rng.randrange(*UID_RANGE) if root else None
+    # a fresh uid per child: RLIMIT_NPROC then counts only its processes (the range is what this
+    # user namespace maps: the host's, or a pod's 65536 ids; see _root.throwaway_uid_range)
+    uid = rng.randrange(*_root.UID_RANGE) if root and _root.UID_RANGE else None
     z = 0
     z_fd = -1
     workdir = None
