@@ -16,6 +16,9 @@ of the host is as that user would see it. Then ``setpriv`` drops to the user for
 ``user.max_user_namespaces=0``): the command runs as root of a user namespace whose limit on
 nested user namespaces is 0, with no capabilities at all; neither sandbox path can work there.
 
+``--mask-proc`` models a container runtime's default masking of ``/proc`` paths (it binds
+``/dev/null`` over ``/proc/uptime``, as runtimes do over ``/proc/kcore``, ``/proc/keys`` ...).
+
 ``--pod-userns OUTER`` models a pod with ``hostUsers: false``: the command runs as root with
 every capability, but of a user namespace that maps ids 0-65535 to OUTER..OUTER+65535 (and
 whose PID namespace is still the host's).
@@ -115,7 +118,7 @@ def run_in_pod_userns(outer: int, cmd: list[str]) -> None:
 
 
 def unprivileged_launcher(uid: int = NOBODY, gid: int | None = None, deny_userns: bool = False,
-                          pod_userns: int | None = None) -> tuple[list[str] | None, str]:
+                          pod_userns: int | None = None, mask_proc: bool = False) -> tuple[list[str] | None, str]:
     """A command prefix starting the rest as ``uid`` with no capabilities, or (None, why not)."""
     if os.geteuid() != 0:
         return None, "needs root to start a process as another user"
@@ -124,6 +127,7 @@ def unprivileged_launcher(uid: int = NOBODY, gid: int | None = None, deny_userns
     gid = uid if gid is None else gid
     extra = ["--deny-userns"] if deny_userns else []
     extra += ["--pod-userns", str(pod_userns)] if pod_userns is not None else []
+    extra += ["--mask-proc"] if mask_proc else []
     return [sys.executable, "-m", "evalcore.sandbox._asuser", "--uid", str(uid), "--gid", str(gid), *extra, "--"], ""
 
 
@@ -133,6 +137,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--gid", type=int, default=None)
     ap.add_argument("--deny-userns", action="store_true")
     ap.add_argument("--pod-userns", type=int, default=None, metavar="OUTER")
+    ap.add_argument("--mask-proc", action="store_true")
     ap.add_argument("cmd", nargs=argparse.REMAINDER)
     args = ap.parse_args(argv)
     cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
@@ -143,6 +148,8 @@ def main(argv: list[str] | None = None) -> None:
         expose(installation_dirs(), args.pod_userns, args.pod_userns)
         run_in_pod_userns(args.pod_userns, cmd)
     expose(installation_dirs(), args.uid, gid)
+    if args.mask_proc:
+        _ns.mount("/dev/null", "/proc/uptime", None, _ns.MS_BIND)
     setpriv = shutil.which("setpriv") or "setpriv"
     ids = [f"--reuid={args.uid}", f"--regid={gid}", "--clear-groups"]
     if args.deny_userns:

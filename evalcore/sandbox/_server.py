@@ -878,8 +878,8 @@ def main(argv: list[str] | None = None) -> None:
     gc.freeze()  # keep the warm heap shared copy-on-write with every child
     ctl.send(json.dumps({"t": "ready", "contained": contained, "note": note, "modules": loaded,
                          "pid": os.getpid(), "userns": userns and contained}).encode())
-    server = Server(ctl, factory, contained, note, proc_fd, death_w, args.pool, args.netns_per_run,
-                    userns and contained)
+    # userns even when not contained: uid 0 in there is not the host's root (no throwaway uids)
+    server = Server(ctl, factory, contained, note, proc_fd, death_w, args.pool, args.netns_per_run, userns)
     try:
         server.loop()
     except BaseException:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from evalcore.sandbox import OK, ForkServer, Limits
+from evalcore.sandbox import OK, ForkServer, Limits, SandboxUnavailable
 from evalcore.sandbox._asuser import unprivileged_launcher
 from evalcore.sandbox._root import throwaway_uid_range
 
@@ -35,5 +35,26 @@ def test_root_of_a_pod_user_namespace_takes_the_root_path():
             "    except OSError:\n        break\n    if pid == 0:\n        time.sleep(30)\n        os._exit(0)\n"
             "    n += 1\nprint(n)", Limits(max_procs=8, wall_s=20))
         assert swarm.stdout == "7\n", swarm.stderr
+    finally:
+        fs.close()
+
+
+def test_masked_proc_refuses_cleanly_and_the_fallback_still_works():
+    """A runtime's masked /proc (the default in most pods) forbids a fresh proc mount in a user
+    namespace: the server must notice before it changes anything, refuse by default, and run
+    (uncontained, saying so) when allowed."""
+    launcher, why = unprivileged_launcher(mask_proc=True)
+    if launcher is None:
+        pytest.skip(f"cannot model a masked /proc: {why}")
+    fs = ForkServer(pool_size=1, launcher=launcher)
+    try:
+        with pytest.raises(SandboxUnavailable, match="proc"):
+            fs.start()
+    finally:
+        fs.close()
+    fs = ForkServer(pool_size=1, launcher=launcher, allow_uncontained=True)
+    try:
+        r = fs.run_program("submit(2)")
+        assert (r.outcome, r.submission, r.contained) == (OK, 2, False) and "NOT CONTAINED" in r.note
     finally:
         fs.close()
