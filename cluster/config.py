@@ -110,6 +110,7 @@ class LimitsSection:
     max_procs: int = _L.max_procs
     output_bytes: int = _L.output_bytes
     file_mb: int = _L.file_mb
+    allow_uncontained: bool = _L.allow_uncontained  # operational: not part of any fingerprint
 
 
 @dataclass
@@ -625,7 +626,10 @@ def resolved(cfg: DictConfig) -> dict[str, Any]:
 
 def outcome_view(resolved_cfg: dict[str, Any]) -> dict[str, Any]:
     """The parts of a resolved config that decide what runs and how it scores."""
-    return {k: copy.deepcopy(v) for k, v in resolved_cfg.items() if k not in NON_OUTCOME_KEYS}
+    out = {k: copy.deepcopy(v) for k, v in resolved_cfg.items() if k not in NON_OUTCOME_KEYS}
+    if isinstance(out.get("limits"), dict):  # whether the executor may run uncontained: operational
+        out["limits"].pop("allow_uncontained", None)
+    return out
 
 
 def sweep_fingerprint(cfg: DictConfig | dict[str, Any]) -> str:
@@ -644,7 +648,8 @@ def item_fingerprint(cfg: DictConfig, model: str, method: str, benchmark: str) -
     return config_fingerprint({
         "sampling": effective_sampling(cfg, model),
         "budgets": effective_budgets(cfg, method),
-        "limits": OmegaConf.to_container(cfg.limits, resolve=True),
+        "limits": {k: v for k, v in OmegaConf.to_container(cfg.limits, resolve=True).items()
+                   if k != "allow_uncontained"},
         "grading": grading_profile_for(cfg, benchmark),
         "model": OmegaConf.to_container(model_config(model), resolve=True),
         "method": OmegaConf.to_container(method_config(method), resolve=True),

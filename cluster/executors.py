@@ -44,18 +44,27 @@ class ExecutorActor:
         except ImportError:  # the package may not re-export it
             from evalcore.sandbox.server import ForkServer
 
-        self._server = ForkServer()
+        self._default_limits = default_limits or Limits()
+        self._server = ForkServer(allow_uncontained=self._default_limits.allow_uncontained)
         self._slots = asyncio.Semaphore(max(1, int(slots)))
         self._sessions: dict[str, Any] = {}
-        self._default_limits = default_limits or Limits()
 
     async def ping(self) -> bool:
         return True
 
-    async def warm(self) -> bool:
-        """Start the fork server now (and import the solvers' common parts) rather than on the first run."""
+    async def warm(self) -> dict[str, Any]:
+        """Start the fork server now (and import the solvers' common parts) rather than on the first run.
+
+        Returns how it contains programs; ``refused`` is set when it cannot contain them and
+        ``limits.allow_uncontained`` is false (the sandbox never silently runs on the host).
+        """
+        try:
+            await asyncio.to_thread(self._server.start)
+        except RuntimeError as exc:  # evalcore.sandbox.SandboxUnavailable, or a server that cannot start
+            return {"contained": False, "refused": str(exc)}
         await asyncio.to_thread(self._server.run_program, "pass", self._default_limits)
-        return True
+        return {"contained": self._server.contained, "userns": getattr(self._server, "userns", False),
+                "note": self._server.note, "refused": ""}
 
     async def run(self, code: str, limits: Limits | None = None) -> ExecResult:
         async with self._slots:
@@ -95,7 +104,17 @@ def start_executors(sweep: str, count: int, cpus: int, default_limits: Limits | 
     for i in range(count):
         opts = {"num_cpus": cpus, "name": executor_name(sweep, i), "get_if_exists": False}
         handles.append(ExecutorActor.options(**opts).remote(cpus, default_limits))
-    ray.get([h.warm.remote() for h in handles], timeout=300)
+    infos = ray.get([h.warm.remote() for h in handles], timeout=300)
+    refused = [i["refused"] for i in infos if i.get("refused")]
+    if refused:
+        from cluster.config import ConfigError
+
+        for h in handles:
+            ray.kill(h, no_restart=True)
+        raise ConfigError(f"limits.allow_uncontained: executor refused to start: {refused[0]}")
+    if not all(i.get("contained") for i in infos):
+        print(f"WARNING: {sum(not i.get('contained') for i in infos)} of {len(infos)} executors run programs "
+              "UNCONTAINED (limits.allow_uncontained: true); every result says contained=false", flush=True)
     return handles
 
 

@@ -17,7 +17,7 @@ import pandas as pd
 
 from evalcore.grading import DEFAULT_PROFILE, get_profile
 from evalcore.reporting import analysis, difficulty, plots, sampling
-from evalcore.reporting.frame import PROFILE_NAMES, prepare
+from evalcore.reporting.frame import PROFILE_NAMES, _loads, prepare
 from evalcore.reporting.intervals import BootstrapSpec, cell_intervals, with_intervals
 from evalcore.reporting.tables import (
     MACRO, frame_markdown, main_table_from_summary, summary_from_prepared, tex_escape, to_csv_frame, to_latex,
@@ -229,6 +229,17 @@ def _summary_records(self: "Report") -> list[dict[str, Any]]:
     return recs
 
 
+def uncontained_runs(df: Any) -> tuple[int, int]:
+    """(program runs, how many of them ran uncontained) over every row's ``execs``."""
+    names = list(getattr(df, "column_names", None) or getattr(df, "columns", []))
+    if "execs" not in names:
+        return 0, 0
+    col = df["execs"]
+    runs = [e for v in (col.to_pylist() if hasattr(col, "to_pylist") else list(col))
+            for e in _loads(v) if isinstance(e, dict)]
+    return len(runs), sum(1 for e in runs if e.get("contained") is False)
+
+
 def _nulls(df: pd.DataFrame) -> pd.DataFrame:
     """Object columns with None for nulls: an undefined value reads as None, never NaN or 0."""
     if not len(df):
@@ -294,6 +305,10 @@ def build_report(df: Any, answer_keys: Mapping[str, Any], planned: Any, *,
              for g, n in sorted(prep.unnamed_missing.items())]
     if not len(labels):
         notes.append(f"no {difficulty_method!r} trajectories: difficulty recalibration skipped")
+    runs, uncontained = uncontained_runs(df)
+    notes.append(f"sandbox: {uncontained} of {runs} program runs uncontained"
+                 + (" (limits.allow_uncontained was true: those programs could read host files and the network)"
+                    if uncontained else ""))
     paired = (difficulty.paired_table(prep, profile, compare[0], compare[1], paired_confidence, spec) if compare
               else pd.DataFrame())
     rep = Report(

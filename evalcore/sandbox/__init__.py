@@ -7,7 +7,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from evalcore.sandbox.server import ENV_NAMESPACES, ForkServer, Session, default_server, run_program
+from evalcore.sandbox.server import (
+    ENV_ALLOW_UNCONTAINED,
+    ENV_NAMESPACES,
+    ForkServer,
+    SandboxUnavailable,
+    Session,
+    default_server,
+    run_program,
+)
 from evalcore.sandbox.types import (
     ERROR,
     KILLED,
@@ -21,8 +29,8 @@ from evalcore.sandbox.types import (
 )
 
 __all__ = [
-    "ENV_NAMESPACES", "ERROR", "KILLED", "MEMORY", "OK", "OUTCOMES", "OUTPUT_LIMIT", "TIMEOUT",
-    "ExecResult", "ForkServer", "Limits", "LocalExecutor", "LocalSession", "Session", "default_server",
+    "ENV_ALLOW_UNCONTAINED", "ENV_NAMESPACES", "ERROR", "KILLED", "MEMORY", "OK", "OUTCOMES", "OUTPUT_LIMIT", "TIMEOUT",
+    "ExecResult", "ForkServer", "Limits", "LocalExecutor", "LocalSession", "SandboxUnavailable", "Session", "default_server",
     "run_program",
 ]
 

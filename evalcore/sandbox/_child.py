@@ -2,7 +2,8 @@
 
 A child is forked from the warm fork server (so numpy, scipy, pulp, pyscipopt, highspy are
 already imported), prepares itself while still root (private mounts, scrubbed environment,
-stdio on pipes, everything else closed, then a throwaway uid), announces ``ready`` and waits
+stdio on pipes, everything else closed, then a throwaway uid, or without root a nested user
+namespace of its own), announces ``ready`` and waits
 for work. The fork server applies the run's resource limits with ``prlimit`` before handing
 over the code, so the same prepared child serves a one-shot program or a session's cells.
 
@@ -35,6 +36,7 @@ CHAN_FD = 3
 REQ_FD = 4
 SUBMIT_MAX_REPR = 4096
 WORKDIR = "/sandbox"
+USERNS_UID = 1000  # what a run in its own user namespace sees as its uid and gid
 
 _chan: socket.socket | None = None
 _session_globals: dict[str, Any] | None = None
@@ -50,6 +52,7 @@ class ChildConfig:
     tmpdir: str
     tmpfs_mb: int
     netns: bool  # a network namespace of its own (else the server's, which has no network)
+    userns: bool = False  # the server runs in a user namespace: give this run a nested one
     stdin_path: str = "/dev/null"
 
 
@@ -122,7 +125,7 @@ def _mounts(cfg: ChildConfig) -> None:
     for d, fd in keep:  # a Python installation under /tmp stays visible over the private /tmp
         os.makedirs(d, exist_ok=True)
         _ns.mount(f"/proc/self/fd/{fd}", d, None, _ns.MS_BIND | _ns.MS_REC)
-        _ns.mount(None, d, None, _ns.MS_REMOUNT | _ns.MS_BIND | _ns.MS_NOSUID | _ns.MS_RDONLY)
+        _ns.mount(None, d, None, _ns.MS_REMOUNT | _ns.MS_BIND | _ns.MS_NOSUID | _ns.MS_RDONLY | _ns.mount_flags(d))
         os.close(fd)
     _ns.mount("tmpfs", "/dev/shm", "tmpfs", nosd, f"mode=1777,size={cfg.tmpfs_mb}m")
     owner = f",uid={cfg.uid},gid={cfg.uid}" if cfg.uid is not None else ""
@@ -161,9 +164,32 @@ def _scrub_env(cfg: ChildConfig) -> None:
     tempfile.tempdir = cfg.tmpdir
 
 
+def _own_user_namespace() -> None:
+    """Leave the server's user namespace for a nested one of this run's own, as uid 1000.
+
+    Why: in a user namespace only the executor's uid exists, so runs cannot get throwaway
+    uids. A nested user namespace per run does what the throwaway uid does as root:
+    RLIMIT_NPROC is counted per (user namespace, uid), so it counts this run's processes
+    only; and the run holds no capability over the server's namespaces (its init, the
+    server's mount and network namespaces), so it can neither ptrace nor remount them.
+    Creating further user namespaces inside is switched off (``max_user_namespaces``).
+    """
+    _ns.unshare(_ns.CLONE_NEWUSER)
+    _ns.write_id_maps(USERNS_UID, 0, USERNS_UID, 0)
+    try:
+        with open("/proc/sys/user/max_user_namespaces", "w") as fh:
+            fh.write("0")
+    except OSError:
+        pass
+    os.setresgid(USERNS_UID, USERNS_UID, USERNS_UID)
+    os.setresuid(USERNS_UID, USERNS_UID, USERNS_UID)  # a non-root uid: every capability is dropped
+
+
 def _drop_privileges(cfg: ChildConfig) -> None:
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    if cfg.uid is not None and os.geteuid() == 0:
+    if cfg.userns:
+        _own_user_namespace()
+    elif cfg.uid is not None and os.geteuid() == 0:
         os.setgroups([])
         os.setresgid(cfg.uid, cfg.uid, cfg.uid)
         os.setresuid(cfg.uid, cfg.uid, cfg.uid)
@@ -300,7 +326,7 @@ def _apply_limits(cfg: ChildConfig, lim: dict[str, Any], hard: bool) -> None:
     mb = 1024 * 1024
     cpu = math.ceil(_cpu() + float(lim.get("cpu_s", 60)))
     nproc = int(lim.get("max_procs", 64))
-    if cfg.uid is None:  # not root: RLIMIT_NPROC counts every process of our (shared) uid
+    if cfg.uid is None and not cfg.userns:  # RLIMIT_NPROC counts every process of our (shared) uid
         nproc += _count_own_tasks()
     wanted = {
         resource.RLIMIT_CPU: (cpu, cpu + 1),

@@ -1,7 +1,8 @@
-"""Namespaces for the fork server: the PID-namespace factory and the private read-only root.
+"""Namespaces for the fork server: the user namespace (when not root), the PID-namespace factory
+and the private read-only root.
 
-Both run once per server (the root) or in a small helper process (the factory), never on a
-run's critical path. See ``_server.py`` for the whole process tree.
+All run once per server (the user namespace, the root) or in a small helper process (the
+factory), never on a run's critical path. See ``_server.py`` for the whole process tree.
 """
 from __future__ import annotations
 
@@ -21,6 +22,49 @@ ETC_FILES = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "passwd", "group", "ns
 DEV_NODES = ("null", "zero", "full", "random", "urandom")
 HEAVY_MODULES = ("numpy", "scipy", "scipy.optimize", "scipy.sparse", "pulp", "pyscipopt", "highspy",
                  "coptpy", "gurobipy")
+
+
+# ====================================================================== user namespace
+
+
+def enter_user_namespace(new_user: bool = True) -> None:
+    """Without root: become root of a new user namespace and pid 1 of a PID namespace it owns.
+
+    Why the PID namespace too: the factory and the zygote step into each run's PID namespace
+    and back with ``setns``, and going back needs CAP_SYS_ADMIN over the namespace's owner;
+    the host's PID namespace belongs to the host, ours to our user namespace. The calling
+    process stays outside as a small shim (the pid the host knows): it waits for the server
+    and exits with it; if the shim is killed, the parent-death signal kills the server, and
+    with pid 1 gone the kernel kills everything in its namespace. Returns in the server.
+    Only the executor's own uid and gid are mapped (to 0): that is all an unprivileged
+    process may map without setuid helpers. ``new_user=False``: root of a user namespace
+    whose PID namespace belongs to an ancestor; only the PID namespace is new.
+    """
+    import select
+
+    uid, gid = os.geteuid(), os.getegid()
+    _ns.unshare(_ns.CLONE_NEWPID | (_ns.CLONE_NEWUSER if new_user else 0))
+    if new_user:
+        _ns.write_id_maps(0, uid, 0, gid)
+    alive_r, alive_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(alive_w)
+        _ns.prctl(_ns.PR_SET_PDEATHSIG, signal.SIGKILL)
+        if select.select([alive_r], [], [], 0)[0]:  # the shim died before the line above
+            os._exit(1)
+        os.close(alive_r)
+        return
+    _ns.set_name("opteval-nsshim")
+    os.closerange(0, alive_w)  # the control socket included: the host sees EOF when the server dies
+    os.closerange(alive_w + 1, 1 << 20)
+    while True:
+        try:
+            _, status = os.waitpid(pid, 0)
+            break
+        except InterruptedError:
+            continue
+    os._exit(os.WEXITSTATUS(status) if os.WIFEXITED(status) else 128 + os.WTERMSIG(status))
 
 
 # ====================================================================== namespace factory
@@ -154,6 +198,33 @@ class NsFactory:
 # ====================================================================== private root
 
 
+def throwaway_uid_range(uid_map: str, gid_map: str, default: tuple[int, int]) -> tuple[int, int] | None:
+    """Where per-run uids come from: ``default`` when this user namespace maps it (the host's,
+    or any full map), else the largest range mapped for both uids and gids above 1000 (root
+    of a pod user namespace, ``hostUsers: false``, maps 65536 ids); None if there is none."""
+    def extents(text: str) -> list[tuple[int, int]]:
+        out = []
+        for line in text.splitlines():
+            inside, _, count = (int(x) for x in line.split())
+            out.append((inside, inside + count))
+        return out
+
+    uids, gids = extents(uid_map), extents(gid_map)
+    if any(a <= default[0] and default[1] <= b for a, b in uids) and any(
+            a <= default[0] and default[1] <= b for a, b in gids):
+        return default
+    best = None
+    for ua, ub in uids:
+        for ga, gb in gids:
+            lo, hi = max(ua, ga, 1000), min(ub, gb, 65534)  # below the overflow id (nobody)
+            if hi - lo >= 1000 and (best is None or hi - lo > best[1] - best[0]):
+                best = (lo, hi)
+    return best
+
+
+# Per-run throwaway uids (root path): set by build_root from this namespace's id maps.
+UID_RANGE: tuple[int, int] | None = (1_000_000, 2_000_000_000)
+
 # Python directories that live under /tmp (a venv there): every per-run /tmp is a fresh
 # tmpfs, so the child binds these back over it (see ``_child._mounts``). Set by build_root.
 TMP_PYTHON_DIRS: tuple[str, ...] = ()
@@ -174,7 +245,7 @@ def _bind(src: str, root: str, writable: bool = False, via: str | None = None) -
         open(dst, "a").close()
     _ns.mount(via or src, dst, None, _ns.MS_BIND | _ns.MS_REC)
     flags = _ns.MS_REMOUNT | _ns.MS_BIND | _ns.MS_NOSUID | (0 if writable else _ns.MS_RDONLY)
-    _ns.mount(None, dst, None, flags)
+    _ns.mount(None, dst, None, flags | _ns.mount_flags(dst))
 
 
 def _python_dirs() -> list[str]:
@@ -197,14 +268,24 @@ def _python_dirs() -> list[str]:
     return out
 
 
-def build_root() -> tuple[int, int, int]:
-    """Enter a private mount + network namespace and pivot into a minimal read-only root.
+def build_root(own_pidns: bool = False) -> tuple[int, int, int]:
+    """Enter private mount, network, IPC and UTS namespaces and pivot into a minimal read-only root.
 
-    Returns fds (net ns, mount ns, host /proc) opened before the pivot: the factory joins the
-    namespaces, and the server keeps host /proc to read its children's CPU time.
+    Returns fds (net ns, mount ns, /proc) opened before the pivot: the factory joins the
+    namespaces, and the server keeps /proc to read its children's CPU time. As root that is
+    the host's /proc (the server lives in the host PID namespace). In a user namespace
+    (``own_pidns``) the server is pid 1 of its own PID namespace, so it mounts that namespace's /proc in the new
+    root: its children's pids are numbered there, and a kernel in a user namespace lets a
+    run mount its own /proc only where a proc mount is already fully visible.
     """
-    global TMP_PYTHON_DIRS
-    _ns.unshare(_ns.CLONE_NEWNS | _ns.CLONE_NEWNET | _ns.CLONE_NEWIPC)
+    global TMP_PYTHON_DIRS, UID_RANGE
+    with open("/proc/self/uid_map") as fu, open("/proc/self/gid_map") as fg:
+        UID_RANGE = throwaway_uid_range(fu.read(), fg.read(), (1_000_000, 2_000_000_000))
+    _ns.unshare(_ns.CLONE_NEWNS | _ns.CLONE_NEWNET | _ns.CLONE_NEWIPC | _ns.CLONE_NEWUTS)
+    try:
+        _ns.sethostname("sandbox")
+    except OSError:
+        pass
     _ns.mount(None, "/", None, _ns.MS_REC | _ns.MS_PRIVATE)
     python_dirs = _python_dirs()
     # held open before the host /tmp disappears under the new root (a venv in /tmp)
@@ -212,6 +293,15 @@ def build_root() -> tuple[int, int, int]:
     TMP_PYTHON_DIRS = tuple(held)
     root = "/tmp"  # a tmpfs over the host /tmp: hides it and becomes the new root
     _ns.mount("opteval-root", root, "tmpfs", _ns.MS_NOSUID | _ns.MS_NODEV, "mode=0755,size=16m")
+    if own_pidns:  # first, so that a refusal (a runtime that masks /proc) leaves the host's view intact
+        os.makedirs(root + "/proc")
+        try:
+            _ns.mount("proc", root + "/proc", "proc", _ns.MS_NOSUID | _ns.MS_NODEV | _ns.MS_NOEXEC)
+        except OSError:
+            _ns.umount2(root, _ns.MNT_DETACH)
+            for fd in held.values():
+                os.close(fd)
+            raise
     for name in sorted(os.listdir("/")):
         p = "/" + name
         if os.path.islink(p):
@@ -239,7 +329,7 @@ def build_root() -> tuple[int, int, int]:
     os.chmod(root + "/tmp", 0o1777)
     net_fd = os.open("/proc/self/ns/net", os.O_RDONLY | os.O_CLOEXEC)
     mnt_fd = os.open("/proc/self/ns/mnt", os.O_RDONLY | os.O_CLOEXEC)
-    proc_fd = os.open("/proc", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    proc_fd = os.open(root + "/proc" if own_pidns else "/proc", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     _ns.pivot_root(root, root + "/.oldroot")
     os.chdir("/")
     _ns.umount2("/.oldroot", _ns.MNT_DETACH)

@@ -2,7 +2,9 @@
 
 Run as ``python -m evalcore.sandbox._server --ctl-fd N`` by :class:`evalcore.sandbox.ForkServer`.
 
-Process tree (namespaced mode, as root)::
+Process tree (namespaced mode; without root the same tree sits inside a user namespace and a
+PID namespace of its own, under a small shim that stays outside, see
+``_root.enter_user_namespace``)::
 
     fork server (this: single-threaded event loop; own mount, network and IPC namespaces,
     │             pivoted into a read-only root holding only the Python installation, /usr,
@@ -13,8 +15,8 @@ Process tree (namespaced mode, as root)::
     └── zygote (a fork of the warm server that forks prepared children *into* those
         │       namespaces with setns, so each child is a copy-on-write warm interpreter)
         └── child (pid 2 of its namespace: private /proc, /tmp, /dev/shm and /sandbox
-                   on tmpfs, a throwaway uid, scrubbed environment; runs one program or
-                   one session's cells)
+                   on tmpfs, a throwaway uid (without root: a nested user namespace),
+                   scrubbed environment; runs one program or one session's cells)
 
 Killing a run's init kills every process the program started (children, setsid
 grandchildren, PuLP's CBC); a child that finishes normally kills its namespace itself
@@ -26,7 +28,8 @@ demand; PID namespaces come from a small process where a fork is cheap. Mount an
 namespaces that never change (the read-only root, no network at all) are made once per
 server; each child adds its own mount namespace for its private tmpfs mounts.
 
-Without namespaces (an unprivileged pod, or ``OPTEVAL_SANDBOX_NAMESPACES=0``) each child is a
+Without namespaces (``OPTEVAL_SANDBOX_NAMESPACES=0``, or no root and no user namespaces with
+uncontained runs explicitly allowed; otherwise the host refuses to start) each child is a
 process-group leader in a host temp directory, runs are killed by process group, and every
 result says ``contained=False`` with a note.
 """
@@ -48,7 +51,7 @@ from typing import Any
 
 from evalcore.sandbox import _ns
 from evalcore.sandbox._log import DEBUG, log
-from evalcore.sandbox._root import HEAVY_MODULES, NsFactory, build_root
+from evalcore.sandbox._root import HEAVY_MODULES, NsFactory, build_root, enter_user_namespace
 from evalcore.sandbox._zygote import Zygote
 from evalcore.sandbox._proto import limits_from_dict, limits_to_dict, pack, split_frames
 from evalcore.sandbox.types import ERROR, KILLED, MEMORY, OK, OUTPUT_LIMIT, TIMEOUT, Limits
@@ -115,10 +118,11 @@ class Job:
 
 class Server:
     def __init__(self, ctl: socket.socket, factory: NsFactory | None, contained: bool, note: str,
-                 proc_fd: int, death_w: int, pool_size: int, netns_per_run: bool) -> None:
+                 proc_fd: int, death_w: int, pool_size: int, netns_per_run: bool, userns: bool = False) -> None:
         self.ctl = ctl
         self.factory = factory
         self.contained = contained
+        self.userns = userns
         self.note = note
         self.proc_fd = proc_fd
         self.death_w = death_w
@@ -135,7 +139,7 @@ class Server:
         self.zygote = self.start_zygote()
 
     def start_zygote(self) -> Zygote:
-        zg = Zygote(self.factory, self.contained, self.netns_per_run)
+        zg = Zygote(self.factory, self.contained, self.netns_per_run, self.userns)
         self.sel.register(zg.sock, selectors.EVENT_READ, ("zygote", None))
         self.mk_pending = 0
         return zg
@@ -807,6 +811,24 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--pool", type=int, default=2)
     ap.add_argument("--netns-per-run", action="store_true")
     args = ap.parse_args(argv)
+    want_ns = args.namespaces != "0"
+    userns = False
+    note = ""
+    own_pidns = False
+    if want_ns and not _ns.privileged():
+        try:
+            enter_user_namespace()  # from here on we are pid 1 of our own PID namespace
+            userns = own_pidns = True
+        except OSError as exc:
+            note = f"user namespace unavailable ({exc})"
+            want_ns = False
+    elif want_ns and not _ns.owns_pid_namespace():
+        try:  # root of a user namespace living in an ancestor's PID namespace
+            enter_user_namespace(new_user=False)
+            own_pidns = True
+        except OSError as exc:
+            note = f"PID namespace unavailable ({exc})"
+            want_ns = False
     ctl = socket.socket(fileno=args.ctl_fd)
     _ns.set_name("opteval-forksrv")
     try:
@@ -815,9 +837,7 @@ def main(argv: list[str] | None = None) -> None:
         pass
     death_r, death_w = os.pipe()
     os.set_inheritable(death_r, False)
-    want_ns = args.namespaces != "0"
     factory = None
-    note = ""
     if want_ns:
         try:
             factory = NsFactory(death_r)
@@ -828,7 +848,7 @@ def main(argv: list[str] | None = None) -> None:
     proc_fd = -1
     if factory is not None:
         try:
-            net_fd, mnt_fd, proc_fd = build_root()
+            net_fd, mnt_fd, proc_fd = build_root(own_pidns)
             factory.join(net_fd, mnt_fd)
             os.close(net_fd)
             os.close(mnt_fd)
@@ -857,8 +877,9 @@ def main(argv: list[str] | None = None) -> None:
     gc.collect()
     gc.freeze()  # keep the warm heap shared copy-on-write with every child
     ctl.send(json.dumps({"t": "ready", "contained": contained, "note": note, "modules": loaded,
-                         "pid": os.getpid()}).encode())
-    server = Server(ctl, factory, contained, note, proc_fd, death_w, args.pool, args.netns_per_run)
+                         "pid": os.getpid(), "userns": userns and contained}).encode())
+    # userns even when not contained: uid 0 in there is not the host's root (no throwaway uids)
+    server = Server(ctl, factory, contained, note, proc_fd, death_w, args.pool, args.netns_per_run, userns)
     try:
         server.loop()
     except BaseException:

@@ -25,16 +25,16 @@ from typing import Any, NoReturn
 
 from evalcore.sandbox import _ns
 from evalcore.sandbox._log import DEBUG, log
+from evalcore.sandbox import _root
 from evalcore.sandbox._root import WORKDIR, NsFactory
 
-UID_RANGE = (1_000_000, 2_000_000_000)  # a fresh uid per child: RLIMIT_NPROC then counts only its processes
 TMPFS_MB = 512
 
 
 class Zygote:
     """Server-side handle: ``request()`` a child, ``recv()`` slots and exit reports."""
 
-    def __init__(self, factory: NsFactory | None, contained: bool, netns_per_run: bool) -> None:
+    def __init__(self, factory: NsFactory | None, contained: bool, netns_per_run: bool, userns: bool = False) -> None:
         a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         sys.stdout.flush()
         sys.stderr.flush()
@@ -43,7 +43,7 @@ class Zygote:
             try:
                 a.close()
                 _ns.prctl(_ns.PR_SET_PDEATHSIG, signal.SIGKILL)
-                _zygote_main(b, factory, contained, netns_per_run)
+                _zygote_main(b, factory, contained, netns_per_run, userns)
             finally:
                 os._exit(1)
         b.close()
@@ -85,14 +85,24 @@ def _installation_reachable_by_others() -> bool:
     return True
 
 
-def _zygote_main(sock: socket.socket, factory: NsFactory | None, contained: bool, netns: bool) -> NoReturn:
+def _zygote_main(sock: socket.socket, factory: NsFactory | None, contained: bool, netns: bool,
+                 userns: bool) -> NoReturn:
     _ns.set_name("opteval-zygote")
     self_pidfd = os.pidfd_open(os.getpid()) if contained else -1
     rng = random.Random()
     # Without namespaces a child sees the host's files: a throwaway uid can only run the
     # solvers (CBC is an executable inside site-packages) if the installation is reachable
     # by other users. Where it is not (e.g. under /root, mode 0700), keep the executor's uid.
-    root = os.geteuid() == 0 and (contained or _installation_reachable_by_others())
+    # In a user namespace only one uid is mapped: each run gets a user namespace of its own
+    # instead (see ``_child._drop_privileges``), which also makes RLIMIT_NPROC per run.
+    # (contained and not userns: the server already checked the root path's capabilities;
+    # after its pivot there is no /proc to look at here)
+    root = not userns and os.geteuid() == 0 and (
+        contained or (_ns.privileged() and _installation_reachable_by_others()))
+    if root and contained and _root.UID_RANGE is None:
+        # root of a user namespace that maps too few ids for throwaway uids: a nested user
+        # namespace per run instead, exactly as without root
+        root, userns = False, True
     sel = selectors.DefaultSelector()
     sel.register(sock, selectors.EVENT_READ, None)
     while True:
@@ -102,7 +112,7 @@ def _zygote_main(sock: socket.socket, factory: NsFactory | None, contained: bool
                 if not msg:
                     os._exit(0)
                 try:
-                    pid, pidfd = _make(sock, factory, contained, netns, self_pidfd, rng, root)
+                    pid, pidfd = _make(sock, factory, contained, netns, self_pidfd, rng, root, userns)
                     sel.register(pidfd, selectors.EVENT_READ, pid)
                 except OSError as exc:
                     sock.send(json.dumps({"t": "error", "v": str(exc)}).encode())
@@ -119,11 +129,13 @@ def _zygote_main(sock: socket.socket, factory: NsFactory | None, contained: bool
 
 
 def _make(sock: socket.socket, factory: NsFactory | None, contained: bool, netns: bool, self_pidfd: int,
-          rng: random.Random, root: bool) -> tuple[int, int]:
+          rng: random.Random, root: bool, userns: bool) -> tuple[int, int]:
     from evalcore.sandbox._child import ChildConfig, child_main
 
     t0 = time.perf_counter()
-    uid = rng.randrange(*UID_RANGE) if root else None
+    # a fresh uid per child: RLIMIT_NPROC then counts only its processes (the range is what this
+    # user namespace maps: the host's, or a pod's 65536 ids; see _root.throwaway_uid_range)
+    uid = rng.randrange(*_root.UID_RANGE) if root and _root.UID_RANGE else None
     z = 0
     z_fd = -1
     workdir = None
@@ -131,14 +143,20 @@ def _make(sock: socket.socket, factory: NsFactory | None, contained: bool, netns
         assert factory is not None
         z = factory.make()
         z_fd = os.pidfd_open(z)
-        cfg = ChildConfig(True, uid, WORKDIR, "/tmp", TMPFS_MB, netns)
+        cfg = ChildConfig(True, uid, WORKDIR, "/tmp", TMPFS_MB, netns, userns=userns)
     else:
         workdir = tempfile.mkdtemp(prefix="opteval-sbx-")
         tmp = os.path.join(workdir, ".tmp")
-        os.mkdir(tmp)
-        if uid is not None:
-            os.chown(workdir, uid, uid)
-            os.chown(tmp, uid, uid)
+        try:
+            os.mkdir(tmp)
+            if uid is not None:
+                os.chown(workdir, uid, uid)
+                os.chown(tmp, uid, uid)
+        except OSError:
+            import shutil
+
+            shutil.rmtree(workdir, ignore_errors=True)
+            raise
         cfg = ChildConfig(False, uid, workdir, tmp, TMPFS_MB, False)
     req_r, req_w = os.pipe2(os.O_CLOEXEC)
     out_r, out_w = os.pipe2(os.O_CLOEXEC)

@@ -20,7 +20,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from evalcore.sandbox._proto import ChannelClosed, limits_to_dict, recv_frame, result_from_dict, send_frame
 from evalcore.sandbox.types import KILLED, ExecResult, Limits
@@ -28,9 +28,19 @@ from evalcore.sandbox.types import KILLED, ExecResult, Limits
 log = logging.getLogger("evalcore.sandbox")
 
 ENV_NAMESPACES = "OPTEVAL_SANDBOX_NAMESPACES"  # "0": force the uncontained fallback (for tests)
+ENV_ALLOW_UNCONTAINED = "OPTEVAL_SANDBOX_ALLOW_UNCONTAINED"  # "1": start even when nothing can contain
 HOST_GRACE_S = 30.0  # how long past the wall limit the host waits before declaring the run lost
 START_TIMEOUT_S = 120.0
 _PKG_ROOT = str(Path(__file__).resolve().parents[2])
+
+
+class SandboxUnavailable(RuntimeError):
+    """Namespaces were wanted but neither root nor a user namespace can contain programs here,
+    and uncontained runs were not explicitly allowed."""
+
+
+def _truthy(v: str | None) -> bool:
+    return (v or "").strip().lower() in ("1", "true", "yes", "on")
 
 
 def _namespaces_mode(namespaces: bool | None) -> str:
@@ -50,12 +60,24 @@ class ForkServer:
     ``pool_size``: children kept prepared ahead of demand (each one costs a fork of the warm
     interpreter, ~100 MB shared copy-on-write). ``netns_per_run``: give every run its own
     network namespace (default: runs share the server's, which has no network at all).
+    ``launcher``: a command prefix for the server process (tests and the benchmark use
+    ``_asuser.unprivileged_launcher()`` to start it as an unprivileged user with no capabilities).
+    ``allow_uncontained``: when namespaces were wanted but neither the root path nor a user
+    namespace can contain programs, start anyway (every result says ``contained=False``);
+    by default such a server refuses to start (``start()`` raises ``SandboxUnavailable``, and
+    ``run_program`` returns ``killed`` with that reason). None: ``OPTEVAL_SANDBOX_ALLOW_UNCONTAINED``.
+    ``namespaces=False`` is itself an explicit choice of the uncontained fallback.
     """
 
-    def __init__(self, namespaces: bool | None = None, pool_size: int = 2, netns_per_run: bool = False) -> None:
+    def __init__(self, namespaces: bool | None = None, pool_size: int = 2, netns_per_run: bool = False,
+                 launcher: Sequence[str] | None = None, allow_uncontained: bool | None = None) -> None:
         self._mode = _namespaces_mode(namespaces)
         self._pool = pool_size
         self._netns_per_run = netns_per_run
+        self._launcher = list(launcher or [])
+        if allow_uncontained is None:
+            allow_uncontained = _truthy(os.environ.get(ENV_ALLOW_UNCONTAINED))
+        self._allow_uncontained = allow_uncontained
         self._lock = threading.RLock()
         self._proc: subprocess.Popen[bytes] | None = None
         self._ctl: socket.socket | None = None
@@ -63,6 +85,7 @@ class ForkServer:
         self._gen = 0
         self._closed = False
         self.contained = False
+        self.userns = False  # contained through a user namespace (the executor is not root)
         self.note = ""
         self.modules: list[str] = []
 
@@ -94,7 +117,7 @@ class ForkServer:
         }
         if os.environ.get("OPTEVAL_SANDBOX_DEBUG"):
             env["OPTEVAL_SANDBOX_DEBUG"] = os.environ["OPTEVAL_SANDBOX_DEBUG"]
-        cmd = [sys.executable, "-m", "evalcore.sandbox._server", "--ctl-fd", str(b.fileno()),
+        cmd = [*self._launcher, sys.executable, "-m", "evalcore.sandbox._server", "--ctl-fd", str(b.fileno()),
                "--namespaces", self._mode, "--pool", str(self._pool)]
         if self._netns_per_run:
             cmd.append("--netns-per-run")
@@ -117,12 +140,21 @@ class ForkServer:
             proc.wait()
             a.close()
             raise RuntimeError(f"fork server failed to start (exit {proc.returncode}): {err or 'no ready message'}")
+        if not info.get("contained") and self._mode == "auto" and not self._allow_uncontained:
+            proc.kill()
+            proc.wait()
+            a.close()
+            raise SandboxUnavailable(
+                f"the sandbox cannot contain programs here: {info.get('note')}. Refusing to run them "
+                "uncontained; set limits.allow_uncontained: true (ForkServer(allow_uncontained=True), "
+                f"{ENV_ALLOW_UNCONTAINED}=1) to run them anyway, and every result says contained=false")
         a.settimeout(None)
         self._proc, self._ctl, self._owner_pid = proc, a, os.getpid()
         self._gen += 1
         self.contained = bool(info.get("contained"))
         self.note = str(info.get("note") or "")
         self.modules = list(info.get("modules") or [])
+        self.userns = bool(info.get("userns"))
         if not self.contained:
             log.warning("SANDBOX NOT CONTAINED: %s", self.note)
 

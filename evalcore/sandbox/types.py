@@ -24,12 +24,17 @@ class Limits:
     max_procs: int = 64  # processes inside the run (namespace or RLIMIT_NPROC)
     output_bytes: int = 1_000_000  # stdout + stderr captured, then truncated
     file_mb: int = 64  # largest file the program may write (RLIMIT_FSIZE)
+    # Executor-wide, not per run: start even where the sandbox cannot contain programs
+    # (no root, no user namespaces); every result then says contained=False. Default: refuse.
+    allow_uncontained: bool = False
 
     def __post_init__(self) -> None:
         for name in ("wall_s", "cpu_s", "memory_mb", "max_procs", "output_bytes", "file_mb"):
             value = getattr(self, name)
             if not isinstance(value, (int, float)) or value <= 0:
                 raise ValueError(f"Limits.{name} must be a positive number, got {value!r}")
+        if not isinstance(self.allow_uncontained, bool):
+            raise ValueError(f"Limits.allow_uncontained must be true or false, got {self.allow_uncontained!r}")
 
 
 @dataclass

@@ -12,9 +12,10 @@ import uuid
 
 import pytest
 
-from evalcore.sandbox import ERROR, KILLED, OK, TIMEOUT, ForkServer, Limits
+from evalcore.sandbox import ERROR, KILLED, OK, TIMEOUT, ForkServer, Limits, SandboxUnavailable
+from evalcore.sandbox._asuser import NOBODY, unprivileged_launcher
 
-from .conftest import host_pids_with, wait_gone
+from .conftest import host_pids_with, reachable_dir, wait_gone
 
 SETSID_PROGRAM = """
 import ctypes, os, time
@@ -133,9 +134,18 @@ def test_no_network_not_even_loopback(server):
         lsock.close()
 
 
-def test_host_files_are_invisible(server, tmp_path, shared_benchmarks):
-    planted = tmp_path / "answers.txt"
-    planted.write_text("the answer is 42")
+def _plant() -> str:
+    """An answer file every user could read on the host (only the sandbox hides it)."""
+    d = reachable_dir()
+    planted = os.path.join(d, "answers.txt")
+    with open(planted, "w") as fh:
+        fh.write("the answer is 42")
+    os.chmod(planted, 0o644)
+    return planted
+
+
+def test_host_files_are_invisible(server, shared_benchmarks):
+    planted = _plant()
     repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     r = server.run_program(textwrap.dedent(f"""
         import os, numpy, pulp, pyscipopt, sys
@@ -147,6 +157,9 @@ def test_host_files_are_invisible(server, tmp_path, shared_benchmarks):
                 print("denied", type(exc).__name__)
         print(os.path.exists(sys.executable), sorted(os.listdir("/")))
         """))
+    import shutil
+
+    shutil.rmtree(os.path.dirname(planted))
     assert r.outcome == OK, r.stderr
     lines = r.stdout.splitlines()
     assert not any(line.startswith("READ") for line in lines), r.stdout
@@ -168,8 +181,74 @@ def test_program_cannot_forge_kills_outside(server):
     assert "ProcessLookupError" in r.stderr
 
 
-def test_fork_server_death_is_a_killed_run_and_a_restart():
-    fs = ForkServer(pool_size=1)
+def test_writes_outside_the_sandbox_fail(server):
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    name = f"opteval-w-{uuid.uuid4().hex[:8]}"
+    targets = ["/" + name, f"/usr/{name}", f"/etc/{name}", f"{os.path.realpath(sys.prefix)}/{name}",
+               f"{repo}/{name}", f"/dev/{name}"]
+    r = server.run_program(textwrap.dedent(f"""
+        import errno
+        for p in {targets!r}:
+            try:
+                open(p, "w").write("x")
+                print("WROTE", p)
+            except OSError as exc:
+                print(errno.errorcode[exc.errno])
+        open("/tmp/{name}", "w").write("private")   # allowed: its own /tmp
+        open("/sandbox/{name}", "w").write("private")
+        """))
+    assert r.outcome == OK, r.stderr
+    assert "WROTE" not in r.stdout and len(r.stdout.split()) == len(targets), r.stdout
+    assert set(r.stdout.split()) <= {"EROFS", "EACCES", "ENOENT", "EPERM"}
+    assert not any(os.path.exists(p) for p in targets + [f"/tmp/{name}", f"/sandbox/{name}"])
+
+
+def test_disk_fill_stops_at_the_private_tmpfs(server):
+    r = server.run_program(textwrap.dedent("""
+        import errno, os
+        chunk = bytes(1 << 20)
+        total = 0
+        try:
+            for i in range(4096):
+                with open(f"/sandbox/fill{i}", "wb") as fh:
+                    for _ in range(32):
+                        fh.write(chunk)
+                        total += 1
+        except OSError as exc:
+            print(errno.errorcode[exc.errno], total)
+        """), Limits(wall_s=30, file_mb=64))
+    assert r.outcome == OK, r.stderr
+    code, mb = r.stdout.split()
+    assert code == "ENOSPC" and 400 <= int(mb) <= 520  # the run's 512 MB tmpfs, never the host disk
+    assert server.run_program("submit(1)").submission == 1  # freed with the run
+
+
+def test_each_server_runs_as_it_says(server, as_user):
+    """[root] takes the root path; [unprivileged] really is uid 65534 with no capability on the host."""
+    if not as_user:
+        with open(f"/proc/{server.pid}/status") as fh:
+            assert fh.read().split("Uid:")[1].split()[:4] == [str(os.geteuid())] * 4
+        from evalcore.sandbox import _ns
+
+        assert server.contained and server.userns is (not _ns.privileged())
+        return
+    import subprocess
+
+    probe = "print(open('/proc/self/status').read())"
+    out = subprocess.run([*as_user["launcher"], sys.executable, "-c", probe], capture_output=True, text=True,
+                         timeout=60, check=True).stdout
+    status = {k: v.split() for k, v in (line.split(":", 1) for line in out.splitlines() if ":" in line)}
+    assert status["Uid"] == [str(NOBODY)] * 4 and status["Groups"] == []
+    assert all(int(status[c][0], 16) == 0 for c in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"))
+    # the server itself (the pid the host knows) runs as that uid, in a user namespace of its own
+    with open(f"/proc/{server.pid}/status") as fh:
+        assert fh.read().split("Uid:")[1].split()[:4] == [str(NOBODY)] * 4
+    assert os.readlink(f"/proc/{server.pid}/ns/user") != os.readlink("/proc/self/ns/user")
+    assert server.userns and server.contained
+
+
+def test_fork_server_death_is_a_killed_run_and_a_restart(as_user):
+    fs = ForkServer(pool_size=1, **as_user)
     try:
         fs.start()
         old = fs.pid
@@ -184,14 +263,18 @@ def test_fork_server_death_is_a_killed_run_and_a_restart():
         fs.close()
 
 
-def test_fallback_without_namespaces_says_so(monkeypatch):
+def test_fallback_without_namespaces_says_so(monkeypatch, as_user):
     monkeypatch.setenv("OPTEVAL_SANDBOX_NAMESPACES", "0")
-    fs = ForkServer(pool_size=1)
+    fs = ForkServer(pool_size=1, **as_user)
     marker = "fbk" + uuid.uuid4().hex[:8]
+    planted = _plant()
     try:
         r = fs.run_program("submit(2.5)")
         assert (r.outcome, r.submission, r.contained) == (OK, 2.5, False)
         assert "NOT CONTAINED" in r.note and not fs.contained
+        # positive control for test_host_files_are_invisible: this user could read the planted file
+        r = fs.run_program(f"print(open({planted!r}).read())")
+        assert r.stdout == "the answer is 42\n", r.stderr
         # positive control for the containment test above: without namespaces a setsid grandchild survives
         pidfile = f"/tmp/{marker}.pid"
         r = fs.run_program(SETSID_PROGRAM.format(marker=marker, pidfile=pidfile, linger=0.3))
@@ -209,3 +292,37 @@ def test_fallback_without_namespaces_says_so(monkeypatch):
         fs.close()
         for pid in host_pids_with(marker):
             os.kill(pid, signal.SIGKILL)
+        import shutil
+
+        shutil.rmtree(os.path.dirname(planted), ignore_errors=True)
+
+
+def _denied_launcher() -> list[str]:
+    launcher, why = unprivileged_launcher(deny_userns=True)
+    if launcher is None:
+        pytest.skip(f"cannot model a node without user namespaces: {why}")
+    return launcher
+
+
+def test_refuses_to_start_when_nothing_can_contain():
+    """No user namespaces and no root: no silent fallback, a clear refusal (and run_program says so)."""
+    fs = ForkServer(pool_size=1, launcher=_denied_launcher(), allow_uncontained=False)
+    try:
+        with pytest.raises(SandboxUnavailable, match="allow_uncontained"):
+            fs.start()
+        r = fs.run_program("submit(1)")
+        assert r.outcome == KILLED and "allow_uncontained" in r.note
+    finally:
+        fs.close()
+
+
+def test_allow_uncontained_runs_but_every_result_says_so():
+    fs = ForkServer(pool_size=1, launcher=_denied_launcher(), allow_uncontained=True)
+    try:
+        r = fs.run_program("submit(3)")
+        assert (r.outcome, r.submission, r.contained) == (OK, 3, False) and "NOT CONTAINED" in r.note
+        with fs.session() as s:
+            c = s.run_cell("submit(4)")
+        assert (c.outcome, c.submission, c.contained) == (OK, 4, False) and "NOT CONTAINED" in c.note
+    finally:
+        fs.close()
