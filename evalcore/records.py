@@ -32,6 +32,7 @@ class CallRecord:
     cached_prompt_tokens: int | None
     latency_s: float
     finish_reason: str | None
+    stage: str | None = None  # protocol stage (CallMeta.stage); None in ledgers written before it existed
 
 
 @dataclass

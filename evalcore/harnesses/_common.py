@@ -11,10 +11,10 @@ import time
 from dataclasses import replace
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from evalcore.harnesses.base import HarnessContext
-from evalcore.models.base import Completion, Message
+from evalcore.models.base import CallMeta, Completion, Message, Sampling
 from evalcore.problems import ProblemSpec
 from evalcore.records import CallRecord, ExecRecord, Trajectory
 from evalcore.sandbox.types import ExecResult
@@ -76,20 +76,62 @@ class BudgetSpent(Exception):
     """Raised by ``Meter.call`` when no model call may be made; ends the trajectory."""
 
 
+STAGE_SAMPLING_KEYS = ("temperature", "top_p", "top_k", "max_tokens", "extra_body")
+
+
+def merge_body(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+    """``base`` with ``over`` on top; nested mappings (``chat_template_kwargs``) merge key by key."""
+    out = dict(base)
+    for key, value in over.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
+            out[key] = merge_body(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def stage_sampling(base: Sampling, overrides: Mapping[str, Any] | None) -> Sampling:
+    """``base`` with one stage's overrides (``temperature, top_p, top_k, max_tokens, extra_body``);
+    ``extra_body`` merges into the base's. Unknown keys are an error naming them."""
+    if not overrides:
+        return base
+    unknown = sorted(set(overrides) - set(STAGE_SAMPLING_KEYS))
+    if unknown:
+        raise ValueError(f"stage sampling: unknown key(s) {unknown}; allowed {list(STAGE_SAMPLING_KEYS)}")
+    plain = {k: v for k, v in overrides.items() if k != "extra_body"}
+    extra = merge_body(base.extra_body or {}, overrides.get("extra_body") or {})
+    return replace(base, **plain, extra_body=extra)
+
+
 class Meter:
     """Makes model calls for one trajectory and records each (CallRecord + transcript entry).
 
+    Every call carries ``CallMeta(harness, stage)`` beside the messages (the side channel the
+    simulated policy reads; never part of the prompt) and is sent with the context's sampling,
+    that stage's overrides (``ctx.stages[stage]``, e.g. thinking off for a JSON stage) and the
+    call's own ``sampling_overrides`` on top; ``max_tokens`` never exceeds
+    ``budgets.max_output_tokens``.
     Tokens count against ``max_total_tokens`` as reported; when a server reports none, the
     chars/4 estimate is used for the budget only (the record keeps None).
     ``ModelError`` (and any other exception from the model) propagates: infrastructure
     failures belong to the scheduler, which retries the trajectory.
     """
 
-    def __init__(self, ctx: HarnessContext, traj: Trajectory) -> None:
+    def __init__(self, ctx: HarnessContext, traj: Trajectory, harness: str) -> None:
         self.ctx = ctx
         self.traj = traj
+        self.harness = harness
         self.tokens_used = 0
-        self.sampling = replace(ctx.sampling, max_tokens=min(ctx.sampling.max_tokens, ctx.budgets.max_output_tokens))
+        self.sampling = self._capped(ctx.sampling)
+
+    def _capped(self, sampling: Sampling) -> Sampling:
+        return replace(sampling, max_tokens=min(sampling.max_tokens, self.ctx.budgets.max_output_tokens))
+
+    def sampling_for(self, stage: str, sampling_overrides: Mapping[str, Any] | None = None) -> Sampling:
+        """What a call at ``stage`` is sent with (public so tests can show it)."""
+        stages = self.ctx.stages or {}
+        sampling = stage_sampling(self.ctx.sampling, stages.get(stage))
+        return self._capped(stage_sampling(sampling, sampling_overrides))
 
     @property
     def calls(self) -> int:
@@ -104,23 +146,29 @@ class Meter:
             return "tokens"
         return None
 
-    async def call(self, messages: list[Message], turn: int, purpose: str) -> Completion:
+    async def call(
+        self, messages: list[Message], turn: int, purpose: str, stage: str = "act",
+        sampling_overrides: Mapping[str, Any] | None = None,
+    ) -> Completion:
         spent = self.exhausted()
         if spent:
             raise BudgetSpent(spent)
+        sampling = self.sampling_for(stage, sampling_overrides)
+        meta = CallMeta(harness=self.harness, stage=stage)
         t0 = time.perf_counter()
-        completion = await self.ctx.model.chat(messages, self.sampling, self.ctx.seed)
+        completion = await self.ctx.model.chat(messages, sampling, self.ctx.seed, meta)
         latency = completion.latency_s if completion.latency_s else time.perf_counter() - t0
         u = completion.usage
         self.traj.calls.append(
             CallRecord(turn, purpose, u.prompt_tokens, u.completion_tokens, u.cached_prompt_tokens, latency,
-                       completion.finish_reason)
+                       completion.finish_reason, stage)
         )
         self.traj.transcript.append(
             {
                 "call": len(self.traj.calls) - 1,
                 "turn": turn,
                 "purpose": purpose,
+                "stage": stage,
                 "messages": [dict(m) for m in messages],
                 "completion": completion.text,
                 "finish_reason": completion.finish_reason,

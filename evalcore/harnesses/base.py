@@ -83,6 +83,8 @@ class HarnessContext:
     model_name: str = ""
     method: str = ""
     extraction: str = "submit"  # answer-extraction profile (evalcore.extraction)
+    # per-stage request overrides from the method config (``stages: {formulate: {extra_body: ...}}``)
+    stages: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
     @property
     def seed(self) -> int:

@@ -26,7 +26,7 @@ class Direct:
         from evalcore.extraction import extract_code, extract_submission  # the other side of the seam
 
         traj = new_trajectory(problem, ctx, self.name)
-        meter = Meter(ctx, traj)
+        meter = Meter(ctx, traj, self.name)
         t0 = time.perf_counter()
         try:
             messages = [

@@ -81,7 +81,7 @@ class OptiCycle:
         from evalcore.extraction import extract_code  # the other side of the seam; lazy
 
         traj = new_trajectory(problem, ctx, self.name)
-        meter = Meter(ctx, traj)
+        meter = Meter(ctx, traj, self.name)
         state = CycleState()
         t0 = time.perf_counter()
         session: SessionHandle = await ctx.executor.open_session()

@@ -61,7 +61,7 @@ class OptiState(OptiCycle):
             {"role": "system", "content": load_prompt(self.prompt_dir, "system")},
             {"role": "user", "content": render(load_prompt(self.prompt_dir, "formulate"), question=problem.question)},
         ]
-        completion = await meter.call(messages, 0, "formulate")
+        completion = await meter.call(messages, 0, "formulate", stage="formulate")
         self._on_reply(completion.text, state)
 
     def _on_reply(self, text: str, state: CycleState) -> str:
