@@ -73,6 +73,14 @@ class ExecutorActor:
         async with self._slots:
             return await asyncio.to_thread(_call_run_cell, session, code, limits)
 
+    async def restart_session(self, sid: str) -> bool:
+        """A fresh interpreter for session ``sid``; False when this actor no longer holds it."""
+        session = self._sessions.get(sid)
+        if session is None:
+            return False
+        await asyncio.to_thread(session.restart)
+        return True
+
     async def close_session(self, sid: str) -> None:
         session = self._sessions.pop(sid, None)
         if session is not None:
@@ -200,6 +208,20 @@ class RaySession:
             self._dead = res.note
             self._owner.losses.append(res.note)
         return res
+
+    async def restart(self) -> None:
+        """A fresh interpreter: on the same actor while it still holds the session, otherwise a
+        new session on any actor (this handle then points at it). Never raises."""
+        if not self._dead and self._idx >= 0:
+            try:
+                if await self._owner._call(self._idx, "restart_session", self._sid, timeout_s=CONTROL_TIMEOUT_S):
+                    return
+                self._dead = "session lost: its executor restarted"
+            except (RayError, asyncio.TimeoutError) as exc:
+                self._dead = f"executor {self._idx}: {type(exc).__name__}"
+            self._owner.losses.append(self._dead)
+        fresh = await self._owner.open_session()
+        self._idx, self._sid, self._dead = fresh._idx, fresh._sid, fresh._dead
 
     async def close(self) -> None:
         if self._dead or self._idx < 0:

@@ -57,9 +57,15 @@ class Budgets:
 
 
 class SessionHandle(Protocol):
-    """A persistent interpreter pinned to one executor for a trajectory's life."""
+    """A persistent interpreter pinned to one executor for a trajectory's life.
+
+    A cell that ends the interpreter (a limit hit, a crash) returns outcome ``killed``, and so
+    does every later cell until ``restart()``, which starts a fresh, empty interpreter.
+    """
 
     async def run_cell(self, code: str, limits: Limits | None = None) -> ExecResult: ...
+
+    async def restart(self) -> None: ...
 
     async def close(self) -> None: ...
 

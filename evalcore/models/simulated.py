@@ -75,7 +75,7 @@ MUTATION_OPS = (
 FORMULATION_FIELDS = ("sets", "parameters", "variables", "objective", "constraints")
 
 _SOLVE_CALL = re.compile(r"\.(solve|optimize|run)\(|\b(linprog|milp|minimize|minimize_scalar|quadprog)\(")
-_NOT_OK = ("error", "timeout", "memory", "output_limit", "killed")
+_NOT_OK = ("error", "timeout", "memory", "output_limit", "killed", "restarted")
 
 
 @dataclass(frozen=True)
@@ -758,7 +758,10 @@ class SimulatedModel:
         base = self._program(problem, seed, plan.base)
         form = formulation_for(correct) if with_formulation else None
         last = conv.actions[-1] if conv.actions else None
-        build_ok = any(p == PURPOSE_BUILD and o == "ok" for _, o, p in conv.actions)
+        # a restarted interpreter lost everything built before the restart
+        restarts = [i for i, (_, o, _p) in enumerate(conv.actions) if o == "restarted"]
+        live = conv.actions[restarts[-1] + 1:] if restarts else conv.actions
+        build_ok = any(p == PURPOSE_BUILD and o == "ok" for _, o, p in live)
         n_errors = sum(1 for _, o, _p in conv.actions if o in _NOT_OK)
 
         def solve_cell(program: str) -> str:
