@@ -26,13 +26,49 @@ _PURPOSE = re.compile(r"^\s*\**Purpose\**\s*:\s*\**\s*(.+?)\s*$", re.M | re.I)
 _FENCE = re.compile(r"```([A-Za-z0-9_+-]*)[^\n]*\n(.*?)```", re.S)
 
 
+_INCLUDE = re.compile(r"^[ \t]*\{\{>\s*([\w/.-]+)\s*\}\}[ \t]*$", re.M)
+
+
+def _prompt_path(ref: str) -> Path:
+    path = (PROMPTS_DIR / f"{ref}.md").resolve()
+    if PROMPTS_DIR.resolve() not in path.parents:
+        raise ValueError(f"prompt reference {ref!r} leaves {PROMPTS_DIR}")
+    return path
+
+
+def _expand(ref: str, stack: tuple[str, ...]) -> tuple[str, tuple[Path, ...]]:
+    """(text with every ``{{> other}}`` line replaced by that fragment, files read)."""
+    if ref in stack:
+        raise ValueError(f"prompt include cycle: {' -> '.join(stack + (ref,))}")
+    path = _prompt_path(ref)
+    if not path.is_file():
+        where = f" (included from {stack[-1]})" if stack else ""
+        raise FileNotFoundError(f"harness prompt not found: {path}{where}")
+    files: list[Path] = [path]
+
+    def sub(m: re.Match) -> str:
+        text, used = _expand(m.group(1), stack + (ref,))
+        files.extend(used)
+        return text.rstrip("\n")
+
+    return _INCLUDE.sub(sub, path.read_text()), tuple(dict.fromkeys(files))
+
+
 @lru_cache(maxsize=None)
 def load_prompt(method: str, name: str) -> str:
-    """The text of ``prompts/<method>/<name>.md``; a missing file names its path."""
-    path = PROMPTS_DIR / method / f"{name}.md"
-    if not path.is_file():
-        raise FileNotFoundError(f"harness prompt not found: {path}")
-    return path.read_text()
+    """The text of ``prompts/<method>/<name>.md`` with its fragments included: a line
+    ``{{> _shared/checklist}}`` is replaced by ``prompts/_shared/checklist.md`` (recursively),
+    so methods share instructions word for word. A missing file names its path."""
+    return _expand(f"{method}/{name}", ())[0]
+
+
+def prompt_files(prompt_dir: str) -> list[Path]:
+    """Every file the prompts of ``prompts/<prompt_dir>/`` read, fragments included, sorted
+    (what the sweep fingerprint hashes)."""
+    out: set[Path] = set()
+    for path in sorted((PROMPTS_DIR / prompt_dir).glob("*.md")):
+        out.update(_expand(f"{prompt_dir}/{path.stem}", ())[1])
+    return sorted(out)
 
 
 def render(template: str, **values: Any) -> str:
@@ -42,6 +78,13 @@ def render(template: str, **values: Any) -> str:
     if missing:
         raise KeyError(f"prompt placeholders without a value: {missing}")
     return _PLACEHOLDER.sub(lambda m: str(values[m.group(1)]), template)
+
+
+def system_prompt(prompt_dir: str, name: str, ctx: HarnessContext) -> str:
+    """A system prompt rendered with the sweep's solver set (``{{solvers}}``)."""
+    from evalcore.solvers import prompt_list
+
+    return render(load_prompt(prompt_dir, name), solvers=prompt_list(ctx.solvers))
 
 
 def stated_purpose(text: str) -> str:

@@ -12,6 +12,7 @@ from evalcore.models.base import ChatModel, Sampling
 from evalcore.problems import ProblemSpec
 from evalcore.records import Trajectory
 from evalcore.sandbox.types import ExecResult, Limits
+from evalcore.solvers import PAPER_SOLVERS
 
 
 @dataclass(frozen=True)
@@ -91,6 +92,7 @@ class HarnessContext:
     extraction: str = "submit"  # answer-extraction profile (evalcore.extraction)
     # per-stage request overrides from the method config (``stages: {formulate: {extra_body: ...}}``)
     stages: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    solvers: tuple[str, ...] = PAPER_SOLVERS  # what the prompts offer (evalcore.solvers)
 
     @property
     def seed(self) -> int:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 
 from evalcore.harnesses._common import (
-    PROMPTS_DIR, BudgetSpent, Meter, exec_record, load_prompt, new_trajectory, render,
+    PROMPTS_DIR, BudgetSpent, Meter, exec_record, load_prompt, new_trajectory, render, system_prompt,
 )
 from evalcore.harnesses.base import HarnessContext
 from evalcore.problems import ProblemSpec
@@ -30,7 +30,7 @@ class Direct:
         t0 = time.perf_counter()
         try:
             messages = [
-                {"role": "system", "content": self._system(ctx.extraction)},
+                {"role": "system", "content": self._system(ctx)},
                 {"role": "user", "content": render(load_prompt(self.prompt_dir, "user"), question=problem.question)},
             ]
             completion = await meter.call(messages, 0, "generate")
@@ -52,10 +52,10 @@ class Direct:
             traj.wall_s = time.perf_counter() - t0
         return traj
 
-    def _system(self, profile: str) -> str:
-        if (PROMPTS_DIR / self.prompt_dir / f"system_{profile}.md").is_file():
-            return load_prompt(self.prompt_dir, f"system_{profile}")
-        return load_prompt(self.prompt_dir, "system")
+    def _system(self, ctx: HarnessContext) -> str:
+        if (PROMPTS_DIR / self.prompt_dir / f"system_{ctx.extraction}.md").is_file():
+            return system_prompt(self.prompt_dir, f"system_{ctx.extraction}", ctx)
+        return system_prompt(self.prompt_dir, "system", ctx)
 
 
 HARNESS = Direct()

@@ -28,7 +28,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from evalcore.harnesses._common import (
-    BudgetSpent, Meter, exec_record, load_prompt, new_trajectory, observation, render, stated_purpose, tail,
+    BudgetSpent, Meter, exec_record, load_prompt, new_trajectory, observation, render, stated_purpose, system_prompt,
+    tail,
 )
 from evalcore.harnesses.base import HarnessContext, SessionHandle
 from evalcore.models.base import Message
@@ -169,7 +170,7 @@ class OptiCycle:
             summary=render_summary(state.actions, b.summary_actions, b.summary_chars),
             **self._user_values(state),
         )
-        return [{"role": "system", "content": load_prompt(self.prompt_dir, "system")}, {"role": "user", "content": user}]
+        return [{"role": "system", "content": system_prompt(self.prompt_dir, "system", ctx)}, {"role": "user", "content": user}]
 
 
 def killed_reason(result: ExecResult) -> str:
