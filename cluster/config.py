@@ -160,6 +160,8 @@ class SweepConfig:
     limits: LimitsSection = field(default_factory=LimitsSection)
     cluster: ClusterSection = field(default_factory=ClusterSection)
     serving: ServingSection = field(default_factory=ServingSection)
+    # what the sandbox pre-imports and the prompts offer (evalcore.solvers); the paper's set
+    solvers: List[str] = field(default_factory=lambda: ["scipy", "pulp", "pyscipopt"])
     tracking: TrackingSection = field(default_factory=TrackingSection)
     progress: ProgressSection = field(default_factory=ProgressSection)
 
@@ -219,9 +221,22 @@ class ModelConfig:
 class MethodBudgetOverrides:
     max_turns: Optional[int] = None
     max_calls: Optional[int] = None
+    max_output_tokens: Optional[int] = None
     max_total_tokens: Optional[int] = None
     summary_chars: Optional[int] = None
     summary_actions: Optional[int] = None
+
+
+@dataclass
+class MethodLimitsOverrides:
+    """A method's sandbox limits over the sweep's ``limits`` (e.g. ORLM's 300 s)."""
+
+    wall_s: Optional[float] = None
+    cpu_s: Optional[float] = None
+    memory_mb: Optional[int] = None
+    max_procs: Optional[int] = None
+    output_bytes: Optional[int] = None
+    file_mb: Optional[int] = None
 
 
 @dataclass
@@ -230,6 +245,9 @@ class MethodConfig:
     harness: str = "direct"
     extraction: str = "submit"
     budgets: MethodBudgetOverrides = field(default_factory=MethodBudgetOverrides)
+    limits: MethodLimitsOverrides = field(default_factory=MethodLimitsOverrides)
+    # per-stage request overrides: {stage: {temperature, top_p, top_k, max_tokens, extra_body}}
+    stages: Dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -389,6 +407,12 @@ def _check_values(cfg: DictConfig) -> None:
             _check(names.index(name) == i, f"{section}[{i}]", f"{name!r} is listed twice")
             if not exists(name):
                 raise ConfigError(f"{section}[{i}]: no configs/{kind}/{name}.yaml{_hint(name, _known(kind))}")
+    from evalcore.solvers import validate as validate_solvers
+
+    try:
+        validate_solvers(list(cfg.solvers))
+    except ValueError as exc:
+        raise ConfigError(f"solvers: {exc}") from None
     for slug, n in cfg.samples.per_benchmark.items():
         _check(benchmark_known(slug), f"samples.per_benchmark.{slug}",
                f"unknown benchmark{_hint(slug, _known('benchmarks'))}")
@@ -544,8 +568,16 @@ def _build_method_config(name: str) -> DictConfig:
            f"unknown harness {node.harness!r}{_hint(node.harness, list(known))}")
     _check(node.extraction in EXTRACTIONS, f"extraction [{path}]",
            f"unknown extraction profile {node.extraction!r}{_hint(node.extraction, list(EXTRACTIONS))}")
-    for key, v in node.budgets.items():
-        _check(v is None or v > 0, f"budgets.{key} [{path}]", f"must be > 0, got {v!r}")
+    for section in ("budgets", "limits"):
+        for key, v in node[section].items():
+            _check(v is None or v > 0, f"{section}.{key} [{path}]", f"must be > 0, got {v!r}")
+    from evalcore.harnesses._common import STAGE_SAMPLING_KEYS
+
+    for stage, over in node.stages.items():
+        _check(isinstance(over, DictConfig), f"stages.{stage} [{path}]", "must be a mapping of request fields")
+        bad = sorted(set(over) - set(STAGE_SAMPLING_KEYS))
+        _check(not bad, f"stages.{stage}.{bad[0] if bad else ''} [{path}]",
+               f"unknown request field; allowed {list(STAGE_SAMPLING_KEYS)}")
     return node
 
 
@@ -611,6 +643,22 @@ def effective_budgets(cfg: DictConfig, method: str) -> dict[str, Any]:
     return out
 
 
+def effective_limits(cfg: DictConfig, method: str) -> dict[str, Any]:
+    """The sweep's sandbox limits with the method's overrides applied."""
+    out: dict[str, Any] = dict(OmegaConf.to_container(cfg.limits, resolve=True))  # type: ignore[arg-type]
+    over = OmegaConf.to_container(method_config(method).limits, resolve=True)
+    assert isinstance(over, dict)
+    out.update({k: v for k, v in over.items() if v is not None})
+    return out
+
+
+def harness_versions(methods: Any) -> dict[str, dict[str, str]]:
+    """Prompt-file and code hashes of each method's harness (``evalcore.harnesses.version``)."""
+    from evalcore.harnesses.version import harness_version
+
+    return {str(m): harness_version(str(method_config(str(m)).harness)) for m in methods}
+
+
 def resolved(cfg: DictConfig) -> dict[str, Any]:
     """The whole sweep as plain data, with the model/method/benchmark configs it uses."""
     out = OmegaConf.to_container(cfg, resolve=True)
@@ -620,6 +668,7 @@ def resolved(cfg: DictConfig) -> dict[str, Any]:
     out["benchmark_configs"] = {
         b: OmegaConf.to_container(benchmark_config(b), resolve=True) for b in cfg.benchmarks
     }
+    out["harness_versions"] = harness_versions(cfg.methods)
     return out
 
 
@@ -644,10 +693,12 @@ def item_fingerprint(cfg: DictConfig, model: str, method: str, benchmark: str) -
     return config_fingerprint({
         "sampling": effective_sampling(cfg, model),
         "budgets": effective_budgets(cfg, method),
-        "limits": OmegaConf.to_container(cfg.limits, resolve=True),
+        "limits": effective_limits(cfg, method),
         "grading": grading_profile_for(cfg, benchmark),
         "model": OmegaConf.to_container(model_config(model), resolve=True),
         "method": OmegaConf.to_container(method_config(method), resolve=True),
+        "harness": harness_versions([method])[method],
+        "solvers": list(cfg.solvers),
     })
 
 

@@ -38,13 +38,16 @@ class ExecutorActor:
     and a cell for an unknown id comes back ``killed`` (the session was lost with us).
     """
 
-    def __init__(self, slots: int = 1, default_limits: Limits | None = None) -> None:
+    def __init__(self, slots: int = 1, default_limits: Limits | None = None,
+                 solvers: tuple[str, ...] | None = None) -> None:
         try:
             from evalcore.sandbox import ForkServer
         except ImportError:  # the package may not re-export it
             from evalcore.sandbox.server import ForkServer
+        from evalcore.solvers import preimport_modules, validate
 
-        self._server = ForkServer()
+        self._solvers = validate(solvers)
+        self._server = ForkServer(modules=preimport_modules(self._solvers))
         self._slots = asyncio.Semaphore(max(1, int(slots)))
         self._sessions: dict[str, Any] = {}
         self._default_limits = default_limits or Limits()
@@ -89,6 +92,14 @@ class ExecutorActor:
     async def stats(self) -> dict[str, int]:
         return {"sessions": len(self._sessions)}
 
+    async def environment(self) -> dict[str, Any]:
+        """The solver set, its installed versions and the modules the fork server pre-imported."""
+        from evalcore.solvers import versions
+
+        await self.warm()
+        return {"solvers": list(self._solvers), "versions": versions(self._solvers),
+                "preimported": list(self._server.modules)}
+
 
 def _call_run_cell(session: Any, code: str, limits: Limits | None) -> ExecResult:
     """``Session.run_cell`` may or may not take limits; pass them only when it does."""
@@ -97,12 +108,13 @@ def _call_run_cell(session: Any, code: str, limits: Limits | None) -> ExecResult
     return session.run_cell(code)
 
 
-def start_executors(sweep: str, count: int, cpus: int, default_limits: Limits | None = None) -> list[Any]:
+def start_executors(sweep: str, count: int, cpus: int, default_limits: Limits | None = None,
+                    solvers: tuple[str, ...] | None = None) -> list[Any]:
     """Named actors (so operators and tests can find them), not detached: they die with the driver."""
     handles = []
     for i in range(count):
         opts = {"num_cpus": cpus, "name": executor_name(sweep, i), "get_if_exists": False}
-        handles.append(ExecutorActor.options(**opts).remote(cpus, default_limits))
+        handles.append(ExecutorActor.options(**opts).remote(cpus, default_limits, solvers))
     ray.get([h.warm.remote() for h in handles], timeout=300)
     return handles
 

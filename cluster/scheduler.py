@@ -153,9 +153,11 @@ def budgets_for(cfg: Any, method: str, sampling: Any) -> Any:
     from cluster.config import effective_budgets
     from evalcore.harnesses.base import Budgets
 
+    from cluster.config import effective_limits
+
     kw = effective_budgets(cfg, method)
     kw.setdefault("max_output_tokens", sampling.max_tokens)
-    return Budgets.from_config({**kw, "exec_limits": _plain(cfg.limits)})
+    return Budgets.from_config({**kw, "exec_limits": effective_limits(cfg, method)})
 
 
 # -- committing ---------------------------------------------------------------------------
@@ -319,7 +321,8 @@ class Dispatcher:
         return TrajectoryTask(
             key=item.key, model=item.model, method=item.method, harness=str(me.get("harness", item.method)),
             extraction=str(me.get("extraction", "submit")), problem=self.prep.problems[(item.benchmark, item.problem_id)],
-            sample=int(item.sample), sampling=sampling, budgets=budgets, endpoint=ep)
+            sample=int(item.sample), sampling=sampling, budgets=budgets, endpoint=ep,
+            stages=dict(me.get("stages") or {}), solvers=tuple(self.prep.cfg.solvers))
 
     async def _attempt(self, task: Any) -> tuple[Any | None, str | None]:
         """One remote run: (trajectory, None) or (partial trajectory or None, failure reason)."""
@@ -479,10 +482,20 @@ def start_actors(prep: Prepared) -> tuple[list[Any], list[Any]]:
     c, name = prep.cfg.cluster, str(prep.cfg.sweep.name)
     limits = Limits(**_plain(prep.cfg.limits))
     n = executor_count(prep.cfg)
-    execs = start_executors(name, n, float(c.executor_cpus), limits)
+    execs = start_executors(name, n, float(c.executor_cpus), limits, tuple(prep.cfg.solvers))
+    if prep.ledger is not None and not prep.ledger.read_only:
+        prep.ledger.record_manifest_section("executors", executor_environment(execs[0]))
     names = [executor_name(name, i) for i in range(n)]
     workers = start_workers(name, int(c.workers), int(c.worker_concurrency), names, limits)
     return execs, workers
+
+
+def executor_environment(handle: Any) -> dict[str, Any]:
+    """What programs ran with: the solver set, the versions installed on the executors, and
+    the modules their fork server pre-imported (one executor asked: they share an image)."""
+    import ray
+
+    return ray.get(handle.environment.remote(), timeout=60)
 
 
 def stop_actors(handles: list[Any]) -> None:

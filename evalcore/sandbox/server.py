@@ -20,7 +20,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from evalcore.sandbox._proto import ChannelClosed, limits_to_dict, recv_frame, result_from_dict, send_frame
 from evalcore.sandbox.types import KILLED, ExecResult, Limits
@@ -52,7 +52,11 @@ class ForkServer:
     network namespace (default: runs share the server's, which has no network at all).
     """
 
-    def __init__(self, namespaces: bool | None = None, pool_size: int = 2, netns_per_run: bool = False) -> None:
+    def __init__(self, namespaces: bool | None = None, pool_size: int = 2, netns_per_run: bool = False,
+                 modules: Sequence[str] | None = None) -> None:
+        # ``modules``: what the server imports before forking (evalcore.solvers.preimport_modules);
+        # None = every known solver module that is installed
+        self._modules = None if modules is None else tuple(modules)
         self._mode = _namespaces_mode(namespaces)
         self._pool = pool_size
         self._netns_per_run = netns_per_run
@@ -98,6 +102,8 @@ class ForkServer:
                "--namespaces", self._mode, "--pool", str(self._pool)]
         if self._netns_per_run:
             cmd.append("--netns-per-run")
+        if self._modules is not None:
+            cmd += ["--modules", ",".join(self._modules)]
         try:
             proc = subprocess.Popen(cmd, pass_fds=[b.fileno()], env=env, cwd=_PKG_ROOT, stdin=subprocess.DEVNULL,
                                     stdout=subprocess.DEVNULL, start_new_session=True)
