@@ -35,7 +35,7 @@ from evalcore.sandbox.types import Limits
 CONFIGS_ENV = "OPTEVAL_CONFIGS"
 GRADING_PROFILES_FALLBACK = ("optagentbench", "orlm", "sirl")
 BACKENDS = ("simulated", "openai", "vllm", "replay")
-EXTRACTIONS = ("submit", "orlm", "stdout")
+EXTRACTIONS = ("submit", "orlm", "sirl", "stdout")
 # Keys of a model yaml's ``simulated`` section that are not SimSkill fields but
 # SimulatedModel settings (latency and policy).
 SIM_MODEL_KEYS = ("ttft_s", "tokens_per_s", "policy", "report_usage")
@@ -563,7 +563,7 @@ def _build_method_config(name: str) -> DictConfig:
     node = _load_entity("methods", name, MethodConfig, "name")
     path = configs_dir() / "methods" / f"{name}.yaml"
     harness_file = Path(__file__).resolve().parents[1] / "evalcore" / "harnesses" / f"{node.harness}.py"
-    known = ("direct", "opticycle", "optistate")
+    known = ("direct", "opticycle", "optistate", "orlm", "sirl", "llmopt")
     _check(node.harness in known or harness_file.is_file(), f"harness [{path}]",
            f"unknown harness {node.harness!r}{_hint(node.harness, list(known))}")
     _check(node.extraction in EXTRACTIONS, f"extraction [{path}]",

@@ -434,7 +434,7 @@ async def _until(aw: Any, event: asyncio.Event) -> None:
 def build_row(prep: Prepared, item: Any, out: Outcome) -> tuple[dict[str, Any], bool]:
     """Grade in the driver and shape the ledger row; an error row is never correct."""
     from cluster.ledger import error_row, trajectory_row
-    from evalcore.grading import grade_parsed, parse_submission
+    from evalcore.grading import grade_submission, parse_submission
 
     profile, sweep = prep.profile(item.benchmark), str(prep.cfg.sweep.name)
     if out.error is not None:
@@ -447,7 +447,7 @@ def build_row(prep: Prepared, item: Any, out: Outcome) -> tuple[dict[str, Any], 
     traj = out.traj
     parsed = parse_submission(traj.submission.raw if traj.submission is not None else None)
     expected = parse_submission(prep.answers[item.benchmark][item.problem_id])
-    correct = bool(grade_parsed(parsed, expected, profile))
+    correct = bool(grade_submission(traj.submission, expected, profile))  # SIRL's alternate included
     row = trajectory_row(traj, key=item.key, correct=correct, profile=profile, fingerprint=item.fingerprint,
                          sweep=sweep, parsed=parsed, attempts=out.attempts)
     return row, correct

@@ -57,6 +57,10 @@ class Submission:
 
     raw: Any
     extraction: str = "submit"  # extraction profile that produced it
+    # SIRL's variable-type forgiveness: what the program with integer<->continuous flipped
+    # submitted (run by the sirl harness when the first result is a number or infeasible);
+    # grading with forgive_variable_types accepts it when the first submission is wrong
+    alternate: Any = None
 
 
 @dataclass
