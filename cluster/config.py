@@ -150,6 +150,8 @@ class SweepConfig:
     plan_only: bool = False
     models: List[str] = field(default_factory=lambda: ["sim-small"])
     methods: List[str] = field(default_factory=lambda: ["direct", "opticycle", "optistate"])
+    # model -> the methods it runs (a subset of ``methods``); a model not listed runs all of them
+    model_methods: Dict[str, List[str]] = field(default_factory=dict)
     benchmarks: List[str] = field(default_factory=lambda: ["sample"])
     samples: SamplesSection = field(default_factory=SamplesSection)
     limit_problems: Optional[int] = None
@@ -204,6 +206,14 @@ class VllmSection:
 
 
 @dataclass
+class PromptSection:
+    """A model's prompt contract (evalcore.models.contract.PromptContract)."""
+
+    system: str = "keep"  # keep | into_user
+    system_prefix: str = ""  # the model's own system prompt, before the harness's
+
+
+@dataclass
 class ModelConfig:
     name: str = ""
     backend: str = "simulated"
@@ -215,6 +225,7 @@ class ModelConfig:
     vllm: VllmSection = field(default_factory=VllmSection)
     replay: ReplaySection = field(default_factory=ReplaySection)
     sampling: ModelSamplingOverrides = field(default_factory=ModelSamplingOverrides)
+    prompt: PromptSection = field(default_factory=PromptSection)
 
 
 @dataclass
@@ -407,6 +418,10 @@ def _check_values(cfg: DictConfig) -> None:
             _check(names.index(name) == i, f"{section}[{i}]", f"{name!r} is listed twice")
             if not exists(name):
                 raise ConfigError(f"{section}[{i}]: no configs/{kind}/{name}.yaml{_hint(name, _known(kind))}")
+    for model, ms in cfg.model_methods.items():
+        _check(model in list(cfg.models), f"model_methods.{model}", "is not in models")
+        bad = [m for m in ms if m not in list(cfg.methods)]
+        _check(not bad, f"model_methods.{model}", f"{bad} not in methods")
     from evalcore.solvers import validate as validate_solvers
 
     try:
@@ -514,6 +529,10 @@ def _build_model_config(name: str) -> DictConfig:
         _check(bool(node.replay.path), f"replay.path [{path}]", "the replay backend needs replay.path")
     if node.backend == "vllm":
         _check(bool(node.vllm.source), f"vllm.source [{path}]", "the vllm backend needs vllm.source")
+    from evalcore.models.contract import SYSTEM_MODES
+
+    _check(node.prompt.system in SYSTEM_MODES, f"prompt.system [{path}]",
+           f"must be one of {list(SYSTEM_MODES)}, got {node.prompt.system!r}")
     return node
 
 
@@ -607,6 +626,14 @@ def _build_benchmark_config(slug: str) -> DictConfig:
 
 
 # -- derived values (what the scheduler and tracking use) ----------------------------------------
+
+
+def methods_for(cfg: DictConfig, model: str) -> list[str]:
+    """The methods ``model`` runs: ``model_methods[model]`` in ``methods`` order, else all."""
+    only = cfg.get("model_methods", {}) or {}
+    if model in only:
+        return [m for m in cfg.methods if m in set(only[model])]
+    return list(cfg.methods)
 
 
 def samples_for(cfg: DictConfig, slug: str) -> int:

@@ -322,7 +322,8 @@ class Dispatcher:
             key=item.key, model=item.model, method=item.method, harness=str(me.get("harness", item.method)),
             extraction=str(me.get("extraction", "submit")), problem=self.prep.problems[(item.benchmark, item.problem_id)],
             sample=int(item.sample), sampling=sampling, budgets=budgets, endpoint=ep,
-            stages=dict(me.get("stages") or {}), solvers=tuple(self.prep.cfg.solvers))
+            stages=dict(me.get("stages") or {}), solvers=tuple(self.prep.cfg.solvers),
+            prompt=_contract(self.prep.model_cfgs[item.model]))
 
     async def _attempt(self, task: Any) -> tuple[Any | None, str | None]:
         """One remote run: (trajectory, None) or (partial trajectory or None, failure reason)."""
@@ -488,6 +489,12 @@ def start_actors(prep: Prepared) -> tuple[list[Any], list[Any]]:
     names = [executor_name(name, i) for i in range(n)]
     workers = start_workers(name, int(c.workers), int(c.worker_concurrency), names, limits)
     return execs, workers
+
+
+def _contract(model_cfg: dict[str, Any]) -> dict[str, Any]:
+    """The model's prompt contract, empty when it is the default (keep the harness's messages)."""
+    prompt = dict(model_cfg.get("prompt") or {})
+    return prompt if prompt.get("system", "keep") != "keep" or prompt.get("system_prefix") else {}
 
 
 def executor_environment(handle: Any) -> dict[str, Any]:

@@ -22,6 +22,7 @@ from evalcore.models.base import ModelError, Sampling
 from evalcore.problems import ProblemSpec
 from evalcore.records import STATUS_ERROR, Trajectory
 from evalcore.sandbox.types import Limits
+from evalcore.models.contract import PromptContract
 from evalcore.solvers import PAPER_SOLVERS
 
 
@@ -45,6 +46,7 @@ class TrajectoryTask:
     endpoint: Endpoint
     stages: dict[str, Any] = field(default_factory=dict)  # per-stage request overrides (method config)
     solvers: tuple[str, ...] = PAPER_SOLVERS  # what the prompts offer
+    prompt: dict[str, Any] = field(default_factory=dict)  # the model's prompt contract (model config)
 
 
 @dataclass
@@ -125,6 +127,7 @@ class HarnessWorker:
             model=model, executor=executor, sampling=task.sampling,
             sample=task.sample, budgets=task.budgets, model_name=task.model, method=task.method,
             extraction=task.extraction, stages=task.stages, solvers=task.solvers,
+            prompt_contract=PromptContract.from_config(task.prompt) if task.prompt else None,
         )
         start = time.perf_counter()
         try:

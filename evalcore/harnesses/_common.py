@@ -198,6 +198,8 @@ class Meter:
             raise BudgetSpent(spent)
         sampling = self.sampling_for(stage, sampling_overrides)
         meta = CallMeta(harness=self.harness, stage=stage)
+        if self.ctx.prompt_contract is not None:  # the model's own conventions (roles, system prompt)
+            messages = self.ctx.prompt_contract.apply(messages)
         t0 = time.perf_counter()
         completion = await self.ctx.model.chat(messages, sampling, self.ctx.seed, meta)
         latency = completion.latency_s if completion.latency_s else time.perf_counter() - t0

@@ -93,6 +93,7 @@ class HarnessContext:
     # per-stage request overrides from the method config (``stages: {formulate: {extra_body: ...}}``)
     stages: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     solvers: tuple[str, ...] = PAPER_SOLVERS  # what the prompts offer (evalcore.solvers)
+    prompt_contract: Any = None  # evalcore.models.contract.PromptContract of the model, or None
 
     @property
     def seed(self) -> int:
