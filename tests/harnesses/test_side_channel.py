@@ -109,3 +109,20 @@ def test_serve_app_reads_the_headers_into_a_call_meta():
     assert meta == CallMeta("optistate", "formulate")
     assert call_meta(Headers({"x-opteval-harness": "direct"})) == CallMeta("direct", "act")
     assert call_meta(Headers({})) is None
+
+
+def test_simulated_serve_app_answers_by_the_headers(sample):
+    """The Serve app's handler (its class, without Serve): the stage header decides the reply."""
+    from cluster.serving import SimulatedOpenAI
+
+    problems, _ = sample
+    spec = problems["sample-0001"]
+    app = SimulatedOpenAI.func_or_class({"name": "sim", "simulated": {"policy": "always_correct"}})
+    body = json.dumps({"model": "sim", "seed": 42, "messages": _formulate_messages(spec.question)}).encode()
+
+    def reply(meta):
+        resp = asyncio.run(app.chat(body, meta))
+        return json.loads(resp.body)["choices"][0]["message"]["content"]
+
+    assert fenced_blocks(reply(CallMeta("optistate", "formulate")), "formulation")
+    assert fenced_blocks(reply(None), "python")
