@@ -96,3 +96,16 @@ def test_placeholders_are_all_filled_by_the_harnesses():
         names = set(re.findall(r"\{\{(\w+)\}\}", text))
         assert names <= passed, (path, names - passed)
         render(text, **{n: "x" for n in passed})
+
+
+def test_the_fork_server_preimports_the_configured_solver_set():
+    from evalcore.sandbox.server import ForkServer
+    from evalcore.solvers import preimport_modules, versions
+
+    server = ForkServer(modules=preimport_modules(["pulp"]))
+    try:
+        server.start()
+        assert server.modules == ["pulp"]  # numpy/scipy/pyscipopt not imported ahead of the first run
+    finally:
+        server.close()
+    assert set(versions(None)) == {"scipy", "pulp", "pyscipopt"} and all(versions(None).values())
