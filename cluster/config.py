@@ -35,7 +35,7 @@ from evalcore.sandbox.types import Limits
 CONFIGS_ENV = "OPTEVAL_CONFIGS"
 GRADING_PROFILES_FALLBACK = ("optagentbench", "orlm", "sirl")
 BACKENDS = ("simulated", "openai", "vllm", "replay")
-EXTRACTIONS = ("submit", "orlm", "stdout")
+EXTRACTIONS = ("submit", "orlm", "sirl", "stdout")
 # Keys of a model yaml's ``simulated`` section that are not SimSkill fields but
 # SimulatedModel settings (latency and policy).
 SIM_MODEL_KEYS = ("ttft_s", "tokens_per_s", "policy", "report_usage")
@@ -151,6 +151,8 @@ class SweepConfig:
     plan_only: bool = False
     models: List[str] = field(default_factory=lambda: ["sim-small"])
     methods: List[str] = field(default_factory=lambda: ["direct", "opticycle", "optistate"])
+    # model -> the methods it runs (a subset of ``methods``); a model not listed runs all of them
+    model_methods: Dict[str, List[str]] = field(default_factory=dict)
     benchmarks: List[str] = field(default_factory=lambda: ["sample"])
     samples: SamplesSection = field(default_factory=SamplesSection)
     limit_problems: Optional[int] = None
@@ -161,6 +163,8 @@ class SweepConfig:
     limits: LimitsSection = field(default_factory=LimitsSection)
     cluster: ClusterSection = field(default_factory=ClusterSection)
     serving: ServingSection = field(default_factory=ServingSection)
+    # what the sandbox pre-imports and the prompts offer (evalcore.solvers); the paper's set
+    solvers: List[str] = field(default_factory=lambda: ["scipy", "pulp", "pyscipopt"])
     tracking: TrackingSection = field(default_factory=TrackingSection)
     progress: ProgressSection = field(default_factory=ProgressSection)
 
@@ -203,6 +207,14 @@ class VllmSection:
 
 
 @dataclass
+class PromptSection:
+    """A model's prompt contract (evalcore.models.contract.PromptContract)."""
+
+    system: str = "keep"  # keep | into_user
+    system_prefix: str = ""  # the model's own system prompt, before the harness's
+
+
+@dataclass
 class ModelConfig:
     name: str = ""
     backend: str = "simulated"
@@ -214,15 +226,29 @@ class ModelConfig:
     vllm: VllmSection = field(default_factory=VllmSection)
     replay: ReplaySection = field(default_factory=ReplaySection)
     sampling: ModelSamplingOverrides = field(default_factory=ModelSamplingOverrides)
+    prompt: PromptSection = field(default_factory=PromptSection)
 
 
 @dataclass
 class MethodBudgetOverrides:
     max_turns: Optional[int] = None
     max_calls: Optional[int] = None
+    max_output_tokens: Optional[int] = None
     max_total_tokens: Optional[int] = None
     summary_chars: Optional[int] = None
     summary_actions: Optional[int] = None
+
+
+@dataclass
+class MethodLimitsOverrides:
+    """A method's sandbox limits over the sweep's ``limits`` (e.g. ORLM's 300 s)."""
+
+    wall_s: Optional[float] = None
+    cpu_s: Optional[float] = None
+    memory_mb: Optional[int] = None
+    max_procs: Optional[int] = None
+    output_bytes: Optional[int] = None
+    file_mb: Optional[int] = None
 
 
 @dataclass
@@ -231,6 +257,9 @@ class MethodConfig:
     harness: str = "direct"
     extraction: str = "submit"
     budgets: MethodBudgetOverrides = field(default_factory=MethodBudgetOverrides)
+    limits: MethodLimitsOverrides = field(default_factory=MethodLimitsOverrides)
+    # per-stage request overrides: {stage: {temperature, top_p, top_k, max_tokens, extra_body}}
+    stages: Dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -390,6 +419,16 @@ def _check_values(cfg: DictConfig) -> None:
             _check(names.index(name) == i, f"{section}[{i}]", f"{name!r} is listed twice")
             if not exists(name):
                 raise ConfigError(f"{section}[{i}]: no configs/{kind}/{name}.yaml{_hint(name, _known(kind))}")
+    for model, ms in cfg.model_methods.items():
+        _check(model in list(cfg.models), f"model_methods.{model}", "is not in models")
+        bad = [m for m in ms if m not in list(cfg.methods)]
+        _check(not bad, f"model_methods.{model}", f"{bad} not in methods")
+    from evalcore.solvers import validate as validate_solvers
+
+    try:
+        validate_solvers(list(cfg.solvers))
+    except ValueError as exc:
+        raise ConfigError(f"solvers: {exc}") from None
     for slug, n in cfg.samples.per_benchmark.items():
         _check(benchmark_known(slug), f"samples.per_benchmark.{slug}",
                f"unknown benchmark{_hint(slug, _known('benchmarks'))}")
@@ -491,6 +530,10 @@ def _build_model_config(name: str) -> DictConfig:
         _check(bool(node.replay.path), f"replay.path [{path}]", "the replay backend needs replay.path")
     if node.backend == "vllm":
         _check(bool(node.vllm.source), f"vllm.source [{path}]", "the vllm backend needs vllm.source")
+    from evalcore.models.contract import SYSTEM_MODES
+
+    _check(node.prompt.system in SYSTEM_MODES, f"prompt.system [{path}]",
+           f"must be one of {list(SYSTEM_MODES)}, got {node.prompt.system!r}")
     return node
 
 
@@ -540,13 +583,21 @@ def _build_method_config(name: str) -> DictConfig:
     node = _load_entity("methods", name, MethodConfig, "name")
     path = configs_dir() / "methods" / f"{name}.yaml"
     harness_file = Path(__file__).resolve().parents[1] / "evalcore" / "harnesses" / f"{node.harness}.py"
-    known = ("direct", "opticycle", "optistate")
+    known = ("direct", "opticycle", "optistate", "orlm", "sirl", "llmopt")
     _check(node.harness in known or harness_file.is_file(), f"harness [{path}]",
            f"unknown harness {node.harness!r}{_hint(node.harness, list(known))}")
     _check(node.extraction in EXTRACTIONS, f"extraction [{path}]",
            f"unknown extraction profile {node.extraction!r}{_hint(node.extraction, list(EXTRACTIONS))}")
-    for key, v in node.budgets.items():
-        _check(v is None or v > 0, f"budgets.{key} [{path}]", f"must be > 0, got {v!r}")
+    for section in ("budgets", "limits"):
+        for key, v in node[section].items():
+            _check(v is None or v > 0, f"{section}.{key} [{path}]", f"must be > 0, got {v!r}")
+    from evalcore.harnesses._common import STAGE_SAMPLING_KEYS
+
+    for stage, over in node.stages.items():
+        _check(isinstance(over, DictConfig), f"stages.{stage} [{path}]", "must be a mapping of request fields")
+        bad = sorted(set(over) - set(STAGE_SAMPLING_KEYS))
+        _check(not bad, f"stages.{stage}.{bad[0] if bad else ''} [{path}]",
+               f"unknown request field; allowed {list(STAGE_SAMPLING_KEYS)}")
     return node
 
 
@@ -576,6 +627,14 @@ def _build_benchmark_config(slug: str) -> DictConfig:
 
 
 # -- derived values (what the scheduler and tracking use) ----------------------------------------
+
+
+def methods_for(cfg: DictConfig, model: str) -> list[str]:
+    """The methods ``model`` runs: ``model_methods[model]`` in ``methods`` order, else all."""
+    only = cfg.get("model_methods", {}) or {}
+    if model in only:
+        return [m for m in cfg.methods if m in set(only[model])]
+    return list(cfg.methods)
 
 
 def samples_for(cfg: DictConfig, slug: str) -> int:
@@ -612,6 +671,22 @@ def effective_budgets(cfg: DictConfig, method: str) -> dict[str, Any]:
     return out
 
 
+def effective_limits(cfg: DictConfig, method: str) -> dict[str, Any]:
+    """The sweep's sandbox limits with the method's overrides applied."""
+    out: dict[str, Any] = dict(OmegaConf.to_container(cfg.limits, resolve=True))  # type: ignore[arg-type]
+    over = OmegaConf.to_container(method_config(method).limits, resolve=True)
+    assert isinstance(over, dict)
+    out.update({k: v for k, v in over.items() if v is not None})
+    return out
+
+
+def harness_versions(methods: Any) -> dict[str, dict[str, str]]:
+    """Prompt-file and code hashes of each method's harness (``evalcore.harnesses.version``)."""
+    from evalcore.harnesses.version import harness_version
+
+    return {str(m): harness_version(str(method_config(str(m)).harness)) for m in methods}
+
+
 def resolved(cfg: DictConfig) -> dict[str, Any]:
     """The whole sweep as plain data, with the model/method/benchmark configs it uses."""
     out = OmegaConf.to_container(cfg, resolve=True)
@@ -621,6 +696,7 @@ def resolved(cfg: DictConfig) -> dict[str, Any]:
     out["benchmark_configs"] = {
         b: OmegaConf.to_container(benchmark_config(b), resolve=True) for b in cfg.benchmarks
     }
+    out["harness_versions"] = harness_versions(cfg.methods)
     return out
 
 
@@ -648,11 +724,13 @@ def item_fingerprint(cfg: DictConfig, model: str, method: str, benchmark: str) -
     return config_fingerprint({
         "sampling": effective_sampling(cfg, model),
         "budgets": effective_budgets(cfg, method),
-        "limits": {k: v for k, v in OmegaConf.to_container(cfg.limits, resolve=True).items()
-                   if k != "allow_uncontained"},
+        # allow_uncontained decides where programs may run, not their outcomes: not in the key
+        "limits": {k: v for k, v in effective_limits(cfg, method).items() if k != "allow_uncontained"},
         "grading": grading_profile_for(cfg, benchmark),
         "model": OmegaConf.to_container(model_config(model), resolve=True),
         "method": OmegaConf.to_container(method_config(method), resolve=True),
+        "harness": harness_versions([method])[method],
+        "solvers": list(cfg.solvers),
     })
 
 

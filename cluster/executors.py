@@ -38,14 +38,18 @@ class ExecutorActor:
     and a cell for an unknown id comes back ``killed`` (the session was lost with us).
     """
 
-    def __init__(self, slots: int = 1, default_limits: Limits | None = None) -> None:
+    def __init__(self, slots: int = 1, default_limits: Limits | None = None,
+                 solvers: tuple[str, ...] | None = None) -> None:
         try:
             from evalcore.sandbox import ForkServer
         except ImportError:  # the package may not re-export it
             from evalcore.sandbox.server import ForkServer
+        from evalcore.solvers import preimport_modules, validate
 
         self._default_limits = default_limits or Limits()
-        self._server = ForkServer(allow_uncontained=self._default_limits.allow_uncontained)
+        self._solvers = validate(solvers)
+        self._server = ForkServer(modules=preimport_modules(self._solvers),
+                                  allow_uncontained=self._default_limits.allow_uncontained)
         self._slots = asyncio.Semaphore(max(1, int(slots)))
         self._sessions: dict[str, Any] = {}
 
@@ -82,6 +86,14 @@ class ExecutorActor:
         async with self._slots:
             return await asyncio.to_thread(_call_run_cell, session, code, limits)
 
+    async def restart_session(self, sid: str) -> bool:
+        """A fresh interpreter for session ``sid``; False when this actor no longer holds it."""
+        session = self._sessions.get(sid)
+        if session is None:
+            return False
+        await asyncio.to_thread(session.restart)
+        return True
+
     async def close_session(self, sid: str) -> None:
         session = self._sessions.pop(sid, None)
         if session is not None:
@@ -89,6 +101,14 @@ class ExecutorActor:
 
     async def stats(self) -> dict[str, int]:
         return {"sessions": len(self._sessions)}
+
+    async def environment(self) -> dict[str, Any]:
+        """The solver set, its installed versions and the modules the fork server pre-imported."""
+        from evalcore.solvers import versions
+
+        await self.warm()
+        return {"solvers": list(self._solvers), "versions": versions(self._solvers),
+                "preimported": list(self._server.modules)}
 
 
 def _call_run_cell(session: Any, code: str, limits: Limits | None) -> ExecResult:
@@ -98,12 +118,13 @@ def _call_run_cell(session: Any, code: str, limits: Limits | None) -> ExecResult
     return session.run_cell(code)
 
 
-def start_executors(sweep: str, count: int, cpus: int, default_limits: Limits | None = None) -> list[Any]:
+def start_executors(sweep: str, count: int, cpus: int, default_limits: Limits | None = None,
+                    solvers: tuple[str, ...] | None = None) -> list[Any]:
     """Named actors (so operators and tests can find them), not detached: they die with the driver."""
     handles = []
     for i in range(count):
         opts = {"num_cpus": cpus, "name": executor_name(sweep, i), "get_if_exists": False}
-        handles.append(ExecutorActor.options(**opts).remote(cpus, default_limits))
+        handles.append(ExecutorActor.options(**opts).remote(cpus, default_limits, solvers))
     infos = ray.get([h.warm.remote() for h in handles], timeout=300)
     refused = [i["refused"] for i in infos if i.get("refused")]
     if refused:
@@ -219,6 +240,20 @@ class RaySession:
             self._dead = res.note
             self._owner.losses.append(res.note)
         return res
+
+    async def restart(self) -> None:
+        """A fresh interpreter: on the same actor while it still holds the session, otherwise a
+        new session on any actor (this handle then points at it). Never raises."""
+        if not self._dead and self._idx >= 0:
+            try:
+                if await self._owner._call(self._idx, "restart_session", self._sid, timeout_s=CONTROL_TIMEOUT_S):
+                    return
+                self._dead = "session lost: its executor restarted"
+            except (RayError, asyncio.TimeoutError) as exc:
+                self._dead = f"executor {self._idx}: {type(exc).__name__}"
+            self._owner.losses.append(self._dead)
+        fresh = await self._owner.open_session()
+        self._idx, self._sid, self._dead = fresh._idx, fresh._sid, fresh._dead
 
     async def close(self) -> None:
         if self._dead or self._idx < 0:

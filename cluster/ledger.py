@@ -335,6 +335,13 @@ class Ledger:
         man.update(fingerprint=fingerprint, config=config, updated_at=now, opteval_version=_version())
         self._put_json(MANIFEST, man)
 
+    def record_manifest_section(self, name: str, value: Any) -> None:
+        """Store one more top-level section in the manifest (e.g. the executors' solver versions)."""
+        self._writable()
+        man = self.manifest() or {}
+        man[name] = value
+        self._put_json(MANIFEST, man)
+
     def manifest(self) -> dict[str, Any] | None:
         """The manifest, or None when the sweep has none yet."""
         path = f"{self.root}/{MANIFEST}"

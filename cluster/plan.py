@@ -20,7 +20,7 @@ from typing import Iterable
 
 from omegaconf import DictConfig
 
-from cluster.config import ConfigError, item_fingerprint, samples_for
+from cluster.config import ConfigError, item_fingerprint, methods_for, samples_for
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,7 +77,7 @@ def expand_plan(cfg: DictConfig, problem_ids: dict[str, list[str]]) -> list[Plan
     plan: list[PlanItem] = []
     append = plan.append
     for model in cfg.models:
-        for method in cfg.methods:
+        for method in methods_for(cfg, model):
             for bench in cfg.benchmarks:
                 pids, n = per_bench[bench]
                 fp = item_fingerprint(cfg, model, method, bench)

@@ -153,9 +153,11 @@ def budgets_for(cfg: Any, method: str, sampling: Any) -> Any:
     from cluster.config import effective_budgets
     from evalcore.harnesses.base import Budgets
 
+    from cluster.config import effective_limits
+
     kw = effective_budgets(cfg, method)
     kw.setdefault("max_output_tokens", sampling.max_tokens)
-    return Budgets.from_config({**kw, "exec_limits": _plain(cfg.limits)})
+    return Budgets.from_config({**kw, "exec_limits": effective_limits(cfg, method)})
 
 
 # -- committing ---------------------------------------------------------------------------
@@ -319,7 +321,9 @@ class Dispatcher:
         return TrajectoryTask(
             key=item.key, model=item.model, method=item.method, harness=str(me.get("harness", item.method)),
             extraction=str(me.get("extraction", "submit")), problem=self.prep.problems[(item.benchmark, item.problem_id)],
-            sample=int(item.sample), sampling=sampling, budgets=budgets, endpoint=ep)
+            sample=int(item.sample), sampling=sampling, budgets=budgets, endpoint=ep,
+            stages=dict(me.get("stages") or {}), solvers=tuple(self.prep.cfg.solvers),
+            prompt=_contract(self.prep.model_cfgs[item.model]))
 
     async def _attempt(self, task: Any) -> tuple[Any | None, str | None]:
         """One remote run: (trajectory, None) or (partial trajectory or None, failure reason)."""
@@ -431,7 +435,7 @@ async def _until(aw: Any, event: asyncio.Event) -> None:
 def build_row(prep: Prepared, item: Any, out: Outcome) -> tuple[dict[str, Any], bool]:
     """Grade in the driver and shape the ledger row; an error row is never correct."""
     from cluster.ledger import error_row, trajectory_row
-    from evalcore.grading import grade_parsed, parse_submission
+    from evalcore.grading import grade_submission, parse_submission
 
     profile, sweep = prep.profile(item.benchmark), str(prep.cfg.sweep.name)
     if out.error is not None:
@@ -444,7 +448,7 @@ def build_row(prep: Prepared, item: Any, out: Outcome) -> tuple[dict[str, Any], 
     traj = out.traj
     parsed = parse_submission(traj.submission.raw if traj.submission is not None else None)
     expected = parse_submission(prep.answers[item.benchmark][item.problem_id])
-    correct = bool(grade_parsed(parsed, expected, profile))
+    correct = bool(grade_submission(traj.submission, expected, profile))  # SIRL's alternate included
     row = trajectory_row(traj, key=item.key, correct=correct, profile=profile, fingerprint=item.fingerprint,
                          sweep=sweep, parsed=parsed, attempts=out.attempts)
     return row, correct
@@ -479,10 +483,26 @@ def start_actors(prep: Prepared) -> tuple[list[Any], list[Any]]:
     c, name = prep.cfg.cluster, str(prep.cfg.sweep.name)
     limits = Limits(**_plain(prep.cfg.limits))
     n = executor_count(prep.cfg)
-    execs = start_executors(name, n, float(c.executor_cpus), limits)
+    execs = start_executors(name, n, float(c.executor_cpus), limits, tuple(prep.cfg.solvers))
+    if prep.ledger is not None and not prep.ledger.read_only:
+        prep.ledger.record_manifest_section("executors", executor_environment(execs[0]))
     names = [executor_name(name, i) for i in range(n)]
     workers = start_workers(name, int(c.workers), int(c.worker_concurrency), names, limits)
     return execs, workers
+
+
+def _contract(model_cfg: dict[str, Any]) -> dict[str, Any]:
+    """The model's prompt contract, empty when it is the default (keep the harness's messages)."""
+    prompt = dict(model_cfg.get("prompt") or {})
+    return prompt if prompt.get("system", "keep") != "keep" or prompt.get("system_prefix") else {}
+
+
+def executor_environment(handle: Any) -> dict[str, Any]:
+    """What programs ran with: the solver set, the versions installed on the executors, and
+    the modules their fork server pre-imported (one executor asked: they share an image)."""
+    import ray
+
+    return ray.get(handle.environment.remote(), timeout=60)
 
 
 def stop_actors(handles: list[Any]) -> None:

@@ -80,6 +80,17 @@ def _sampling_from_body(body: dict[str, Any]) -> Any:
     )
 
 
+def call_meta(headers: Any) -> Any:
+    """The call's harness and stage from the side-channel headers (``X-Opteval-Harness`` /
+    ``X-Opteval-Stage``, see ``OpenAIChatModel``) as a ``CallMeta``; None without them."""
+    from evalcore.models.base import CallMeta
+    from evalcore.models.openai_backend import HARNESS_HEADER, STAGE_HEADER
+
+    harness = headers.get(HARNESS_HEADER) or headers.get(HARNESS_HEADER.lower())
+    stage = headers.get(STAGE_HEADER) or headers.get(STAGE_HEADER.lower())
+    return CallMeta(harness=harness, stage=stage or "act") if harness else None
+
+
 def _json(status: int, content: Any) -> Response:
     return Response(json.dumps(content, separators=(",", ":")).encode(), status_code=status,
                     media_type="application/json")
@@ -114,13 +125,13 @@ class SimulatedOpenAI:
         if path.endswith(CHAT_PATH):
             if request.method != "POST":
                 return _error(405, f"{CHAT_PATH} takes POST")
-            return await self.chat(await request.body())
+            return await self.chat(await request.body(), call_meta(request.headers))
         if path.endswith(MODELS_PATH):
             return _json(200, {"object": "list",
                                "data": [{"id": self._name, "object": "model", "owned_by": SIMULATED_FINGERPRINT}]})
         return _error(404, f"no route {path!r}: use {CHAT_PATH} or {MODELS_PATH}")
 
-    async def chat(self, raw: bytes) -> Response:
+    async def chat(self, raw: bytes, meta: Any = None) -> Response:
         try:
             body = json.loads(raw)
         except ValueError:
@@ -133,7 +144,7 @@ class SimulatedOpenAI:
         if body.get("stream"):
             return _error(400, "the simulated policy does not stream", "stream")
         seed = int(body.get("seed") or 0)
-        comp = await self._model.chat(messages, _sampling_from_body(body), seed)
+        comp = await self._model.chat(messages, _sampling_from_body(body), seed, meta)
         return _json(200, {
             "id": f"chatcmpl-{uuid.uuid4().hex[:16]}", "object": "chat.completion", "created": int(time.time()),
             "model": body.get("model") or self._name, "system_fingerprint": SIMULATED_FINGERPRINT,

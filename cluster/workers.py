@@ -22,6 +22,8 @@ from evalcore.models.base import ModelError, Sampling
 from evalcore.problems import ProblemSpec
 from evalcore.records import STATUS_ERROR, Trajectory
 from evalcore.sandbox.types import Limits
+from evalcore.models.contract import PromptContract
+from evalcore.solvers import PAPER_SOLVERS
 
 
 def worker_name(sweep: str, index: int) -> str:
@@ -42,6 +44,9 @@ class TrajectoryTask:
     sampling: Sampling
     budgets: Budgets
     endpoint: Endpoint
+    stages: dict[str, Any] = field(default_factory=dict)  # per-stage request overrides (method config)
+    solvers: tuple[str, ...] = PAPER_SOLVERS  # what the prompts offer
+    prompt: dict[str, Any] = field(default_factory=dict)  # the model's prompt contract (model config)
 
 
 @dataclass
@@ -121,7 +126,8 @@ class HarnessWorker:
         ctx = HarnessContext(
             model=model, executor=executor, sampling=task.sampling,
             sample=task.sample, budgets=task.budgets, model_name=task.model, method=task.method,
-            extraction=task.extraction,
+            extraction=task.extraction, stages=task.stages, solvers=task.solvers,
+            prompt_contract=PromptContract.from_config(task.prompt) if task.prompt else None,
         )
         start = time.perf_counter()
         try:

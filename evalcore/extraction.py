@@ -21,6 +21,15 @@ Each way is a named profile so published results can be reproduced exactly:
     (a float when it parses, else the raw text), else ``"infeasible"`` when stdout says
     ``No Best Solution`` (ORLM's word for any non-optimal status; its answer files use
     it for infeasible problems), else None. Like ORLM, only a clean exit counts.
+``sirl``
+    As SIRL's evaluation (Cardinal-Operations/SIRL ``utils.py``/``check_result.py``) does it.
+    Code: the body of the first ``<python>...</python>`` (the first ```` ```python ```` block
+    inside it when it has one), else the first ```` ```python ```` block; after the first line
+    ``<name>.optimize()`` a Gurobi status check is inserted (``<name>.solve()``: the COPT one)
+    that prints ``Just print the best solution: <objval>`` when optimal. Submission: the first
+    number on the first such stdout line, else ``"infeasible"`` when stdout says
+    ``nfeasible`` (SIRL's test), else None; only a clean exit counts. SIRL's grading forgives
+    variable types (:func:`sirl_flip_variable_types`, used by the ``sirl`` harness).
 ``stdout``
     For programs written without ``submit``. Code: as ``submit``. Submission: the last
     objective statement in stdout, whatever the outcome: a line with an objective
@@ -137,6 +146,88 @@ __opteval_orlm_footer()
 '''
 
 
+_SIRL_TAG = re.compile(r"<python>(.*?)</python>", re.S)
+_SIRL_FENCE = re.compile(r"```python(.*?)```", re.S)
+_SIRL_SOLVE = re.compile(r"^(\s*)(\w+)\.(optimize|solve)\(\)", re.M)
+
+
+def _sirl_code(text: str) -> str | None:
+    text = text or ""
+    tag = _SIRL_TAG.search(text)
+    code = None
+    if tag:
+        code = tag.group(1).strip()
+        if "```" in code:
+            inner = _SIRL_FENCE.search(code)
+            if inner:
+                code = inner.group(1).strip()
+    else:
+        fence = _SIRL_FENCE.search(text)
+        code = fence.group(1).strip() if fence else None
+    if not code:
+        return None
+    return _sirl_insert_print(code)
+
+
+def _sirl_insert_print(code: str) -> str:
+    m = _SIRL_SOLVE.search(code)
+    if not m:
+        return code
+    indent, name, verb = m.group(1), m.group(2), m.group(3)
+    if verb == "optimize":  # gurobipy (SIRL's insert_print)
+        check = (f"{indent}if {name}.status == GRB.OPTIMAL:\n"
+                 f"{indent}    print(f'Just print the best solution: {{{name}.ObjVal}}')\n"
+                 f"{indent}else:\n{indent}    print('No optimal solution found, status:', {name}.status)")
+    else:  # coptpy
+        check = (f"{indent}if {name}.status == COPT.OPTIMAL:\n"
+                 f"{indent}    print(f'Just print the best solution: {{{name}.objval}}')\n"
+                 f"{indent}else:\n{indent}    print('No optimal solution found, status:', {name}.status)")
+    line = re.compile(r"^(\s*)(" + re.escape(name) + r"\." + verb + r"\(\))", re.M)
+    return line.sub(lambda mm: mm.group(1) + mm.group(2) + "\n" + check, code)
+
+
+_SIRL_ADDVAR = re.compile(r"(\w+\s*=\s*\w+\.addVar[s]?)\(([\s\S]*?)(\)\n)", re.M)
+
+
+def sirl_flip_variable_types(completion_text: str) -> str | None:
+    """SIRL's ``change_variable_types`` on a whole completion: with ``vtype`` present, every
+    ``INTEGER`` becomes ``CONTINUOUS`` (else every ``CONTINUOUS`` becomes ``INTEGER``); without
+    one, ``vtype=GRB.INTEGER`` is added to each ``x = m.addVar(s)(...)`` call. None when SIRL's
+    rule leaves nothing to flip (``vtype`` present with neither word)."""
+    text = completion_text or ""
+    if "Vtype" in text or "vtype" in text:
+        if "INTEGER" in text:
+            return text.replace("INTEGER", "CONTINUOUS")
+        if "CONTINUOUS" in text:
+            return text.replace("CONTINUOUS", "INTEGER")
+        return None
+
+    def add(m: re.Match) -> str:
+        params = m.group(2).rstrip()
+        if re.search(r"\bvtype\s*=", params):
+            return m.group(0)
+        new = (params + ("" if params.endswith(",") else ",") + " vtype=GRB.INTEGER") if params else "vtype=GRB.INTEGER"
+        return f"{m.group(1)}({new}{m.group(3)}"
+
+    return _SIRL_ADDVAR.sub(add, text)
+
+
+_SIRL_NUMBER = re.compile(r"-?\d+\.?\d*")
+
+
+def _sirl_submission(result: ExecResult) -> Any:
+    if result.outcome != OK:
+        return None
+    out = result.stdout or ""
+    for line in out.split("\n"):
+        if ORLM_BEST in line:
+            nums = _SIRL_NUMBER.findall(line)
+            return float(nums[0]) if nums else None
+    if "nfeasible" in out:
+        return "infeasible"
+    return None
+
+
 # -- submissions -------------------------------------------------------------------------
 
 
@@ -190,6 +281,8 @@ PROFILES: dict[str, ExtractionProfile] = {
                                 "last fenced python block; the value passed to submit()"),
     "orlm": ExtractionProfile("orlm", _orlm_code, _orlm_submission,
                               "ORLM eval: first ```python block + coptpy footer; the printed best solution"),
+    "sirl": ExtractionProfile("sirl", _sirl_code, _sirl_submission,
+                              "SIRL eval: <python> tag or first ```python block + status print; the printed best solution"),
     "stdout": ExtractionProfile("stdout", _last_block, _stdout_submission,
                                 "last fenced python block; the last objective value printed"),
 }

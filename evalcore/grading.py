@@ -275,6 +275,21 @@ def grade(submitted: Any, expected: Any, profile: str = DEFAULT_PROFILE) -> bool
     return grade_parsed(parse_submission(submitted), parse_submission(expected), profile)
 
 
+def grade_submission(submission: Any, expected: Parsed, profile: str = DEFAULT_PROFILE) -> bool:
+    """Grade a ``records.Submission`` (or None) against a parsed expected answer.
+
+    With ``submission.alternate`` set (SIRL's variable-type forgiveness, made by the ``sirl``
+    harness), a wrong first submission is forgiven when the alternate matches -- unless the
+    alternate is a status: SIRL accepts a retried run only when it is not infeasible.
+    """
+    if submission is None:
+        return False
+    if grade_parsed(parse_submission(submission.raw), expected, profile):
+        return True
+    alternate = parse_submission(getattr(submission, "alternate", None))
+    return isinstance(alternate, float) and grade_parsed(alternate, expected, profile)
+
+
 def submission_fields(raw: Any) -> dict[str, Any]:
     """The ledger's three submission columns for a raw submitted value:
     ``submission`` (text: a number's repr, the status, or the raw string; None when

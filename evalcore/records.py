@@ -32,6 +32,7 @@ class CallRecord:
     cached_prompt_tokens: int | None
     latency_s: float
     finish_reason: str | None
+    stage: str | None = None  # protocol stage (CallMeta.stage); None in ledgers written before it existed
 
 
 @dataclass
@@ -56,6 +57,10 @@ class Submission:
 
     raw: Any
     extraction: str = "submit"  # extraction profile that produced it
+    # SIRL's variable-type forgiveness: what the program with integer<->continuous flipped
+    # submitted (run by the sirl harness when the first result is a number or infeasible);
+    # grading with forgive_variable_types accepts it when the first submission is wrong
+    alternate: Any = None
 
 
 @dataclass

@@ -9,9 +9,12 @@ from __future__ import annotations
 from evalcore.harnesses.base import Budgets, Executor, Harness, HarnessContext, SessionHandle
 from evalcore.harnesses.direct import HARNESS as DIRECT
 from evalcore.harnesses.opticycle import HARNESS as OPTICYCLE
+from evalcore.harnesses.llmopt import HARNESS as LLMOPT
 from evalcore.harnesses.optistate import HARNESS as OPTISTATE
+from evalcore.harnesses.orlm import HARNESS as ORLM
+from evalcore.harnesses.sirl import HARNESS as SIRL
 
-HARNESSES: dict[str, Harness] = {h.name: h for h in (DIRECT, OPTICYCLE, OPTISTATE)}
+HARNESSES: dict[str, Harness] = {h.name: h for h in (DIRECT, OPTICYCLE, OPTISTATE, ORLM, SIRL, LLMOPT)}
 
 
 def get_harness(name: str) -> Harness:

@@ -11,10 +11,10 @@ import time
 from dataclasses import replace
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from evalcore.harnesses.base import HarnessContext
-from evalcore.models.base import Completion, Message
+from evalcore.models.base import CallMeta, Completion, Message, Sampling
 from evalcore.problems import ProblemSpec
 from evalcore.records import CallRecord, ExecRecord, Trajectory
 from evalcore.sandbox.types import ExecResult
@@ -26,13 +26,49 @@ _PURPOSE = re.compile(r"^\s*\**Purpose\**\s*:\s*\**\s*(.+?)\s*$", re.M | re.I)
 _FENCE = re.compile(r"```([A-Za-z0-9_+-]*)[^\n]*\n(.*?)```", re.S)
 
 
+_INCLUDE = re.compile(r"^[ \t]*\{\{>\s*([\w/.-]+)\s*\}\}[ \t]*$", re.M)
+
+
+def _prompt_path(ref: str) -> Path:
+    path = (PROMPTS_DIR / f"{ref}.md").resolve()
+    if PROMPTS_DIR.resolve() not in path.parents:
+        raise ValueError(f"prompt reference {ref!r} leaves {PROMPTS_DIR}")
+    return path
+
+
+def _expand(ref: str, stack: tuple[str, ...]) -> tuple[str, tuple[Path, ...]]:
+    """(text with every ``{{> other}}`` line replaced by that fragment, files read)."""
+    if ref in stack:
+        raise ValueError(f"prompt include cycle: {' -> '.join(stack + (ref,))}")
+    path = _prompt_path(ref)
+    if not path.is_file():
+        where = f" (included from {stack[-1]})" if stack else ""
+        raise FileNotFoundError(f"harness prompt not found: {path}{where}")
+    files: list[Path] = [path]
+
+    def sub(m: re.Match) -> str:
+        text, used = _expand(m.group(1), stack + (ref,))
+        files.extend(used)
+        return text.rstrip("\n")
+
+    return _INCLUDE.sub(sub, path.read_text()), tuple(dict.fromkeys(files))
+
+
 @lru_cache(maxsize=None)
 def load_prompt(method: str, name: str) -> str:
-    """The text of ``prompts/<method>/<name>.md``; a missing file names its path."""
-    path = PROMPTS_DIR / method / f"{name}.md"
-    if not path.is_file():
-        raise FileNotFoundError(f"harness prompt not found: {path}")
-    return path.read_text()
+    """The text of ``prompts/<method>/<name>.md`` with its fragments included: a line
+    ``{{> _shared/checklist}}`` is replaced by ``prompts/_shared/checklist.md`` (recursively),
+    so methods share instructions word for word. A missing file names its path."""
+    return _expand(f"{method}/{name}", ())[0]
+
+
+def prompt_files(prompt_dir: str) -> list[Path]:
+    """Every file the prompts of ``prompts/<prompt_dir>/`` read, fragments included, sorted
+    (what the sweep fingerprint hashes)."""
+    out: set[Path] = set()
+    for path in sorted((PROMPTS_DIR / prompt_dir).glob("*.md")):
+        out.update(_expand(f"{prompt_dir}/{path.stem}", ())[1])
+    return sorted(out)
 
 
 def render(template: str, **values: Any) -> str:
@@ -42,6 +78,13 @@ def render(template: str, **values: Any) -> str:
     if missing:
         raise KeyError(f"prompt placeholders without a value: {missing}")
     return _PLACEHOLDER.sub(lambda m: str(values[m.group(1)]), template)
+
+
+def system_prompt(prompt_dir: str, name: str, ctx: HarnessContext) -> str:
+    """A system prompt rendered with the sweep's solver set (``{{solvers}}``)."""
+    from evalcore.solvers import prompt_list
+
+    return render(load_prompt(prompt_dir, name), solvers=prompt_list(ctx.solvers))
 
 
 def stated_purpose(text: str) -> str:
@@ -76,20 +119,62 @@ class BudgetSpent(Exception):
     """Raised by ``Meter.call`` when no model call may be made; ends the trajectory."""
 
 
+STAGE_SAMPLING_KEYS = ("temperature", "top_p", "top_k", "max_tokens", "extra_body")
+
+
+def merge_body(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+    """``base`` with ``over`` on top; nested mappings (``chat_template_kwargs``) merge key by key."""
+    out = dict(base)
+    for key, value in over.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
+            out[key] = merge_body(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def stage_sampling(base: Sampling, overrides: Mapping[str, Any] | None) -> Sampling:
+    """``base`` with one stage's overrides (``temperature, top_p, top_k, max_tokens, extra_body``);
+    ``extra_body`` merges into the base's. Unknown keys are an error naming them."""
+    if not overrides:
+        return base
+    unknown = sorted(set(overrides) - set(STAGE_SAMPLING_KEYS))
+    if unknown:
+        raise ValueError(f"stage sampling: unknown key(s) {unknown}; allowed {list(STAGE_SAMPLING_KEYS)}")
+    plain = {k: v for k, v in overrides.items() if k != "extra_body"}
+    extra = merge_body(base.extra_body or {}, overrides.get("extra_body") or {})
+    return replace(base, **plain, extra_body=extra)
+
+
 class Meter:
     """Makes model calls for one trajectory and records each (CallRecord + transcript entry).
 
+    Every call carries ``CallMeta(harness, stage)`` beside the messages (the side channel the
+    simulated policy reads; never part of the prompt) and is sent with the context's sampling,
+    that stage's overrides (``ctx.stages[stage]``, e.g. thinking off for a JSON stage) and the
+    call's own ``sampling_overrides`` on top; ``max_tokens`` never exceeds
+    ``budgets.max_output_tokens``.
     Tokens count against ``max_total_tokens`` as reported; when a server reports none, the
     chars/4 estimate is used for the budget only (the record keeps None).
     ``ModelError`` (and any other exception from the model) propagates: infrastructure
     failures belong to the scheduler, which retries the trajectory.
     """
 
-    def __init__(self, ctx: HarnessContext, traj: Trajectory) -> None:
+    def __init__(self, ctx: HarnessContext, traj: Trajectory, harness: str) -> None:
         self.ctx = ctx
         self.traj = traj
+        self.harness = harness
         self.tokens_used = 0
-        self.sampling = replace(ctx.sampling, max_tokens=min(ctx.sampling.max_tokens, ctx.budgets.max_output_tokens))
+        self.sampling = self._capped(ctx.sampling)
+
+    def _capped(self, sampling: Sampling) -> Sampling:
+        return replace(sampling, max_tokens=min(sampling.max_tokens, self.ctx.budgets.max_output_tokens))
+
+    def sampling_for(self, stage: str, sampling_overrides: Mapping[str, Any] | None = None) -> Sampling:
+        """What a call at ``stage`` is sent with (public so tests can show it)."""
+        stages = self.ctx.stages or {}
+        sampling = stage_sampling(self.ctx.sampling, stages.get(stage))
+        return self._capped(stage_sampling(sampling, sampling_overrides))
 
     @property
     def calls(self) -> int:
@@ -104,23 +189,31 @@ class Meter:
             return "tokens"
         return None
 
-    async def call(self, messages: list[Message], turn: int, purpose: str) -> Completion:
+    async def call(
+        self, messages: list[Message], turn: int, purpose: str, stage: str = "act",
+        sampling_overrides: Mapping[str, Any] | None = None,
+    ) -> Completion:
         spent = self.exhausted()
         if spent:
             raise BudgetSpent(spent)
+        sampling = self.sampling_for(stage, sampling_overrides)
+        meta = CallMeta(harness=self.harness, stage=stage)
+        if self.ctx.prompt_contract is not None:  # the model's own conventions (roles, system prompt)
+            messages = self.ctx.prompt_contract.apply(messages)
         t0 = time.perf_counter()
-        completion = await self.ctx.model.chat(messages, self.sampling, self.ctx.seed)
+        completion = await self.ctx.model.chat(messages, sampling, self.ctx.seed, meta)
         latency = completion.latency_s if completion.latency_s else time.perf_counter() - t0
         u = completion.usage
         self.traj.calls.append(
             CallRecord(turn, purpose, u.prompt_tokens, u.completion_tokens, u.cached_prompt_tokens, latency,
-                       completion.finish_reason)
+                       completion.finish_reason, stage)
         )
         self.traj.transcript.append(
             {
                 "call": len(self.traj.calls) - 1,
                 "turn": turn,
                 "purpose": purpose,
+                "stage": stage,
                 "messages": [dict(m) for m in messages],
                 "completion": completion.text,
                 "finish_reason": completion.finish_reason,

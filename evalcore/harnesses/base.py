@@ -12,6 +12,7 @@ from evalcore.models.base import ChatModel, Sampling
 from evalcore.problems import ProblemSpec
 from evalcore.records import Trajectory
 from evalcore.sandbox.types import ExecResult, Limits
+from evalcore.solvers import PAPER_SOLVERS
 
 
 @dataclass(frozen=True)
@@ -57,9 +58,15 @@ class Budgets:
 
 
 class SessionHandle(Protocol):
-    """A persistent interpreter pinned to one executor for a trajectory's life."""
+    """A persistent interpreter pinned to one executor for a trajectory's life.
+
+    A cell that ends the interpreter (a limit hit, a crash) returns outcome ``killed``, and so
+    does every later cell until ``restart()``, which starts a fresh, empty interpreter.
+    """
 
     async def run_cell(self, code: str, limits: Limits | None = None) -> ExecResult: ...
+
+    async def restart(self) -> None: ...
 
     async def close(self) -> None: ...
 
@@ -83,6 +90,10 @@ class HarnessContext:
     model_name: str = ""
     method: str = ""
     extraction: str = "submit"  # answer-extraction profile (evalcore.extraction)
+    # per-stage request overrides from the method config (``stages: {formulate: {extra_body: ...}}``)
+    stages: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    solvers: tuple[str, ...] = PAPER_SOLVERS  # what the prompts offer (evalcore.solvers)
+    prompt_contract: Any = None  # evalcore.models.contract.PromptContract of the model, or None
 
     @property
     def seed(self) -> int:

@@ -12,6 +12,12 @@ The trajectory ends when a cell submits (and the submission is accepted), or whe
 propagates to the caller (the scheduler retries infrastructure failures); a failing cell is
 never an exception, only feedback.
 
+A killed cell (outcome ``killed``: the interpreter itself is gone -- a wall, CPU or memory limit
+hit inside the session, a crash, a lost executor) restarts the interpreter: the harness calls
+``session.restart()``, the restart costs one turn of ``max_turns`` (it is recorded as its own
+action, outcome ``restarted``, whose output tells the model plainly that its state was lost and
+why), and the next cell runs in a fresh interpreter. Without a turn left nothing is restarted.
+
 Turn numbering: action turns are 1-based (``CallRecord.turn``/``ExecRecord.turn``); calls
 made before the first action (OptiState's formulation) are turn 0.
 """
@@ -22,13 +28,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from evalcore.harnesses._common import (
-    BudgetSpent, Meter, exec_record, load_prompt, new_trajectory, observation, render, stated_purpose, tail,
+    BudgetSpent, Meter, exec_record, load_prompt, new_trajectory, observation, render, stated_purpose, system_prompt,
+    tail,
 )
 from evalcore.harnesses.base import HarnessContext, SessionHandle
 from evalcore.models.base import Message
 from evalcore.problems import ProblemSpec
 from evalcore.records import STATUS_SUBMITTED, Submission, Trajectory
+from evalcore.sandbox.types import KILLED, ExecResult
 
+RESTARTED = "restarted"  # the outcome of the restart action in the summary
+RESTART_PURPOSE = "Restart the interpreter (done by the harness after the cell above was killed)."
 NO_CODE_FEEDBACK = "Your reply had no ```python block, so nothing ran. Reply with `Purpose: ...` and one ```python cell."
 
 
@@ -81,7 +91,7 @@ class OptiCycle:
         from evalcore.extraction import extract_code  # the other side of the seam; lazy
 
         traj = new_trajectory(problem, ctx, self.name)
-        meter = Meter(ctx, traj)
+        meter = Meter(ctx, traj, self.name)
         state = CycleState()
         t0 = time.perf_counter()
         session: SessionHandle = await ctx.executor.open_session()
@@ -114,12 +124,22 @@ class OptiCycle:
                         traj.errors.append(f"turn {state.turn}: submission refused: {refusal}")
                         outcome, output = "refused", _join(output, f"Submission refused: {refusal}")
                 state.actions.append(Action(state.turn, stated_purpose(text), outcome, output, code))
+                if result.outcome == KILLED and traj.status != STATUS_SUBMITTED and state.turn < ctx.budgets.max_turns:
+                    await self._restart(session, result, traj, state)
         except BudgetSpent as spent:
             traj.errors.append(f"budget spent: {spent}")
         finally:
             traj.wall_s = time.perf_counter() - t0
             await session.close()
         return traj
+
+    async def _restart(self, session: SessionHandle, killed: ExecResult, traj: Trajectory, state: CycleState) -> None:
+        """A fresh interpreter after a killed cell; costs one turn; the model is told what was lost."""
+        why = killed_reason(killed)
+        await session.restart()
+        state.turn += 1
+        traj.errors.append(f"turn {state.turn}: interpreter restarted after the cell of turn {state.turn - 1} was killed ({why})")
+        state.actions.append(Action(state.turn, RESTART_PURPOSE, RESTARTED, restart_notice(why)))
 
     # -- hooks (OptiState overrides) ---------------------------------------------------------
     async def _prepare(self, problem: ProblemSpec, ctx: HarnessContext, meter: Meter, state: CycleState) -> None:
@@ -150,7 +170,21 @@ class OptiCycle:
             summary=render_summary(state.actions, b.summary_actions, b.summary_chars),
             **self._user_values(state),
         )
-        return [{"role": "system", "content": load_prompt(self.prompt_dir, "system")}, {"role": "user", "content": user}]
+        return [{"role": "system", "content": system_prompt(self.prompt_dir, "system", ctx)}, {"role": "user", "content": user}]
+
+
+def killed_reason(result: ExecResult) -> str:
+    """Why the interpreter went away, in the sandbox's words (``wall time limit of 60s exceeded``)."""
+    note = (result.note or "").strip()
+    for prefix in ("session ended: ", "session ended"):
+        if note.startswith(prefix):
+            note = note[len(prefix):].strip()
+            break
+    return note or "the interpreter exited"
+
+
+def restart_notice(why: str) -> str:
+    return render(load_prompt("_shared", "restart"), why=why).strip()
 
 
 def _join(*parts: str) -> str:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from evalcore.harnesses._common import Meter, fenced_blocks, load_prompt, render
+from evalcore.harnesses._common import Meter, fenced_blocks, load_prompt, render, system_prompt
 from evalcore.harnesses.base import HarnessContext
 from evalcore.harnesses.opticycle import CycleState, OptiCycle
 from evalcore.problems import ProblemSpec
@@ -58,10 +58,10 @@ class OptiState(OptiCycle):
     async def _prepare(self, problem: ProblemSpec, ctx: HarnessContext, meter: Meter, state: CycleState) -> None:
         state.extra["formulation"] = None
         messages = [
-            {"role": "system", "content": load_prompt(self.prompt_dir, "system")},
+            {"role": "system", "content": system_prompt(self.prompt_dir, "system", ctx)},
             {"role": "user", "content": render(load_prompt(self.prompt_dir, "formulate"), question=problem.question)},
         ]
-        completion = await meter.call(messages, 0, "formulate")
+        completion = await meter.call(messages, 0, "formulate", stage="formulate")
         self._on_reply(completion.text, state)
 
     def _on_reply(self, text: str, state: CycleState) -> str:

@@ -16,12 +16,12 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from evalcore.models.base import ChatModel, Completion, Message, ModelError, Sampling, Usage
+from evalcore.models.base import CallMeta, ChatModel, Completion, Message, ModelError, Sampling, Usage
 from evalcore.models.openai_backend import OpenAIChatModel
 from evalcore.models.replay import BoundReplayModel, ReplayModel
 
 __all__ = [
-    "ChatModel", "Completion", "Message", "ModelError", "Sampling", "Usage",
+    "CallMeta", "ChatModel", "Completion", "Message", "ModelError", "Sampling", "Usage",
     "OpenAIChatModel", "ReplayModel", "BoundReplayModel", "make_model", "BACKENDS",
 ]
 

@@ -46,6 +46,20 @@ class Completion:
     reasoning: str | None = None
 
 
+@dataclass(frozen=True)
+class CallMeta:
+    """Which harness makes a call and at which stage, sent beside the messages (never in them).
+
+    Why a side channel: the simulated policy must know the protocol step, but any marker in
+    the prompt is read by every real model too. Over HTTP it travels as the headers
+    ``X-Opteval-Harness`` / ``X-Opteval-Stage`` (real servers ignore unknown headers);
+    in process it is this object. Backends that do not need it ignore it.
+    """
+
+    harness: str
+    stage: str
+
+
 class ModelError(Exception):
     """The model endpoint failed (after retries). Infrastructure, not the program's fault."""
 
@@ -54,4 +68,6 @@ class ModelError(Exception):
 class ChatModel(Protocol):
     name: str
 
-    async def chat(self, messages: list[Message], sampling: Sampling, seed: int) -> Completion: ...
+    async def chat(
+        self, messages: list[Message], sampling: Sampling, seed: int, meta: CallMeta | None = None
+    ) -> Completion: ...

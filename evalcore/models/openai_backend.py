@@ -30,11 +30,15 @@ from typing import Any
 
 import httpx
 
-from evalcore.models.base import Completion, Message, ModelError, Sampling, Usage
+from evalcore.models.base import CallMeta, Completion, Message, ModelError, Sampling, Usage
 
 log = logging.getLogger(__name__)
 
 SIMULATED_FINGERPRINT = "opteval-simulated"
+# The call's harness and stage travel as headers, never in the body or the messages: real
+# servers ignore unknown headers, the simulated policy's Serve app reads them.
+HARNESS_HEADER = "X-Opteval-Harness"
+STAGE_HEADER = "X-Opteval-Stage"
 # 408 request timeout, 429 rate limit, and every 5xx; any other 4xx is our request's fault.
 RETRY_STATUSES = frozenset({408, 429})
 MAX_BACKOFF_S = 60.0
@@ -142,8 +146,11 @@ class OpenAIChatModel:
             delay = max(delay, retry_after)
         return min(delay, MAX_BACKOFF_S)
 
-    async def chat(self, messages: list[Message], sampling: Sampling, seed: int) -> Completion:
+    async def chat(
+        self, messages: list[Message], sampling: Sampling, seed: int, meta: CallMeta | None = None
+    ) -> Completion:
         body = self.request_body(messages, sampling, seed)
+        headers = meta_headers(meta)
         client = self._client_for_loop()
         start = time.perf_counter()
         last = "no attempt made"
@@ -151,7 +158,7 @@ class OpenAIChatModel:
         for attempt in range(attempts):
             retry_after: float | None = None
             try:
-                response = await client.post(self.url, json=body)
+                response = await client.post(self.url, json=body, headers=headers)
             except httpx.TimeoutException as exc:
                 last = f"timeout after {self.timeout_s:g}s ({type(exc).__name__})"
             except httpx.TransportError as exc:
@@ -191,6 +198,13 @@ class OpenAIChatModel:
             simulated=data.get("system_fingerprint") == SIMULATED_FINGERPRINT,
             reasoning=reasoning if isinstance(reasoning, str) else None,
         )
+
+
+def meta_headers(meta: CallMeta | None) -> dict[str, str]:
+    """The side-channel headers for one call (none without meta)."""
+    if meta is None:
+        return {}
+    return {HARNESS_HEADER: meta.harness, STAGE_HEADER: meta.stage}
 
 
 def parse_usage(usage: Any) -> Usage:

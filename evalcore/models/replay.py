@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
-from evalcore.models.base import Completion, Message, ModelError, Sampling, Usage
+from evalcore.models.base import CallMeta, Completion, Message, ModelError, Sampling, Usage
 from evalcore.models.openai_backend import parse_usage
 
 class ReplayFileError(ValueError):
@@ -147,7 +147,9 @@ class ReplayModel:
     def for_problem(self, problem_id: str, sample: int = 0) -> "BoundReplayModel":
         return BoundReplayModel(self, problem_id, sample)
 
-    async def chat(self, messages: list[Message], sampling: Sampling, seed: int) -> Completion:
+    async def chat(
+        self, messages: list[Message], sampling: Sampling, seed: int, meta: CallMeta | None = None
+    ) -> Completion:  # meta is ignored: a recording is replayed in call order
         raise ModelError(
             f"replay model {self.name!r} does not know which problem this call is for: "
             "bind it first with ReplayModel.for_problem(problem_id, sample)"
@@ -164,7 +166,9 @@ class BoundReplayModel:
         self._replay = replay
         self._next_call = 0
 
-    async def chat(self, messages: list[Message], sampling: Sampling, seed: int) -> Completion:
+    async def chat(
+        self, messages: list[Message], sampling: Sampling, seed: int, meta: CallMeta | None = None
+    ) -> Completion:  # meta is ignored: a recording is replayed in call order
         start = time.perf_counter()
         record = self._replay.get(self.problem_id, self.sample, self._next_call)
         if record is None:

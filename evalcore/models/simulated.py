@@ -11,9 +11,12 @@ How it decides, from the messages alone (so it behaves the same in process and b
   normalised (whitespace collapsed, lower-cased) and hashed, looked up among the embedded
   sample benchmark's questions (fallback: substring search). Unknown problems get a small
   generic PuLP program that runs and submits a (wrong) number.
-* the harness: the marker ``[harness:<name>]`` in the system prompt (``direct``,
-  ``opticycle``, ``optistate``; none = direct) and, for OptiState, ``[step:formulate]`` or
-  ``[step:act]`` in the user message.
+* the harness and the stage: never from the prompt (real models read it too) but from the
+  call's ``CallMeta`` side channel -- the ``meta`` argument in process, the headers
+  ``X-Opteval-Harness`` / ``X-Opteval-Stage`` behind HTTP (``cluster/serving.py``). The reply
+  is written by the handler registered for (harness, stage) in ``STAGE_HANDLERS``
+  (``register_stage``; a harness module may register its own); no meta or an unregistered
+  pair answers like ``direct``.
 * the state of a multi-turn trajectory: the line ``Turn <k> of <n>`` and the summary blocks
   ``### Action <i> (turn <t>): <outcome>`` followed by ``Purpose: <text>`` written by the
   harnesses (see ``evalcore/harnesses/README.md``).
@@ -42,12 +45,10 @@ from dataclasses import dataclass, field, fields, replace
 from functools import lru_cache
 from typing import Any, Callable, Mapping
 
-from evalcore.models.base import Completion, Message, Sampling, Usage
+from evalcore.models.base import CallMeta, Completion, Message, Sampling, Usage
 
-# -- protocol markers (shared with evalcore/harnesses/prompts) ------------------------------
+# -- what the policy reads from the prompts (evalcore/harnesses/prompts) ------------------------
 
-HARNESS_MARKER = re.compile(r"\[harness:([a-z_]+)\]")
-STEP_MARKER = re.compile(r"\[step:([a-z_]+)\]")
 PROBLEM_TAG = re.compile(r"<problem>\s*(.*?)\s*</problem>", re.S)
 TURN_LINE = re.compile(r"^Turn (\d+) of (\d+)", re.M)
 ACTION_HEAD = re.compile(r"^### Action (\d+) \(turn (\d+)\): ([a-z_]+)\s*\nPurpose: (.*)$", re.M)
@@ -74,7 +75,7 @@ MUTATION_OPS = (
 FORMULATION_FIELDS = ("sets", "parameters", "variables", "objective", "constraints")
 
 _SOLVE_CALL = re.compile(r"\.(solve|optimize|run)\(|\b(linprog|milp|minimize|minimize_scalar|quadprog)\(")
-_NOT_OK = ("error", "timeout", "memory", "output_limit", "killed")
+_NOT_OK = ("error", "timeout", "memory", "output_limit", "killed", "restarted")
 
 
 @dataclass(frozen=True)
@@ -541,29 +542,62 @@ def formulation_for(src: str, complete: bool = True) -> dict[str, Any]:
 
 
 @dataclass
-class _Conversation:
+class Conversation:
+    """What the policy reads off one call: its prompt state and the side-channel meta."""
+
     harness: str
-    step: str
+    stage: str
     question: str | None
     turn: int
     actions: list[tuple[int, str, str]] = field(default_factory=list)  # (turn, outcome, purpose)
 
 
-def _parse(messages: list[Message]) -> _Conversation:
-    system = "\n".join(content_text(m) for m in messages if m.get("role") == "system")
+def parse_conversation(messages: list[Message], meta: CallMeta | None = None) -> Conversation:
     user = "\n".join(content_text(m) for m in messages if m.get("role") != "system")
-    hm = HARNESS_MARKER.search(system) or HARNESS_MARKER.search(user)
-    sm = STEP_MARKER.search(user)
     pm = PROBLEM_TAG.search(user)
     tm = TURN_LINE.search(user)
     actions = [(int(t), outcome, purpose.strip()) for _, t, outcome, purpose in ACTION_HEAD.findall(user)]
-    return _Conversation(
-        harness=hm.group(1) if hm else "direct",
-        step=sm.group(1) if sm else "act",
+    return Conversation(
+        harness=meta.harness if meta else "direct",
+        stage=meta.stage if meta else "act",
         question=pm.group(1) if pm else None,
         turn=int(tm.group(1)) if tm else 0,
         actions=actions,
     )
+
+
+@dataclass(frozen=True)
+class StageCall:
+    """Everything a stage handler may use to write its reply."""
+
+    problem: SimProblem
+    plan: Plan
+    seed: int
+    conv: Conversation
+
+
+# (model, call) -> completion text
+StageHandler = Callable[["SimulatedModel", StageCall], str]
+STAGE_HANDLERS: dict[tuple[str, str], StageHandler] = {}
+DEFAULT_STAGE = ("direct", "act")
+_HARNESSES_IMPORTED = False
+
+
+def register_stage(harness: str, stage: str, handler: StageHandler) -> None:
+    """Teach the policy one (harness, stage): ``handler(model, call) -> text``. A harness module
+    calls this at import; re-registering a pair replaces its handler."""
+    STAGE_HANDLERS[(harness, stage)] = handler
+
+
+def stage_handler(harness: str, stage: str) -> StageHandler:
+    """The handler for (harness, stage); unknown pairs answer like ``direct``. The harness
+    modules are imported once on a miss, so a process that never imported them (a Serve
+    replica) still sees the handlers they register."""
+    global _HARNESSES_IMPORTED
+    if (harness, stage) not in STAGE_HANDLERS and not _HARNESSES_IMPORTED:
+        _HARNESSES_IMPORTED = True
+        import evalcore.harnesses  # noqa: F401  (registers the harness modules' handlers)
+    return STAGE_HANDLERS.get((harness, stage)) or STAGE_HANDLERS[DEFAULT_STAGE]
 
 
 # -- the model ----------------------------------------------------------------------------------
@@ -636,7 +670,7 @@ class SimulatedModel:
         """The known problem the messages ask about, else None."""
         if self._by_hash is None:
             self._by_hash = {question_hash(p.question): pid for pid, p in self.problems.items()}
-        conv = _parse(messages)
+        conv = parse_conversation(messages)
         if conv.question is not None:
             pid = self._by_hash.get(question_hash(conv.question))
             return self.problems[pid] if pid else None
@@ -674,9 +708,11 @@ class SimulatedModel:
         return inject_runtime_error(cell, defined_names(context), _rng("fault", seed, pid))[0]
 
     # ChatModel ----------------------------------------------------------------------------------
-    async def chat(self, messages: list[Message], sampling: Sampling, seed: int) -> Completion:
+    async def chat(
+        self, messages: list[Message], sampling: Sampling, seed: int, meta: CallMeta | None = None
+    ) -> Completion:
         t0 = time.perf_counter()
-        text = self.respond(messages, seed)
+        text = self.respond(messages, seed, meta)
         prompt_tokens = sum(count_tokens(content_text(m)) for m in messages)
         completion_tokens = count_tokens(text)
         finish = "stop"
@@ -688,9 +724,9 @@ class SimulatedModel:
         usage = Usage(prompt_tokens, completion_tokens, None) if self.report_usage else Usage()
         return Completion(text, usage, finish, time.perf_counter() - t0, simulated=True)
 
-    def respond(self, messages: list[Message], seed: int) -> str:
-        """The completion text for these messages (pure, deterministic)."""
-        conv = _parse(messages)
+    def respond(self, messages: list[Message], seed: int, meta: CallMeta | None = None) -> str:
+        """The completion text for these messages and this (harness, stage) (pure, deterministic)."""
+        conv = parse_conversation(messages, meta)
         problem = self.identify(messages)
         if problem is None:
             q = conv.question or " ".join(content_text(m) for m in messages)
@@ -698,12 +734,12 @@ class SimulatedModel:
             plan = Plan("generic", "correct", self.policy == "never_submit", False)
         else:
             plan = self.plan(problem.id, seed)
-        if conv.harness == "direct":
-            return self._direct(problem, plan, seed)
-        if conv.harness == "optistate" and conv.step == "formulate":
-            form = formulation_for(problem.reference, complete=not plan.bad_formulation)
-            return _reply(PURPOSE_FORMULATE, formulation=form)
-        return self._act(problem, plan, seed, conv)
+        return stage_handler(conv.harness, conv.stage)(self, StageCall(problem, plan, seed, conv))
+
+    def formulation_reply(self, call: StageCall) -> str:
+        """OptiState's formulate stage: the formulation read off the reference program."""
+        form = formulation_for(call.problem.reference, complete=not call.plan.bad_formulation)
+        return _reply(PURPOSE_FORMULATE, formulation=form)
 
     def _direct(self, problem: SimProblem, plan: Plan, seed: int) -> str:
         base = self._program(problem, seed, plan.base)
@@ -715,16 +751,17 @@ class SimulatedModel:
             base = without_submit(base)
         return _reply(PURPOSE_PROGRAM, code=base, lead="Here is the complete program.")
 
-    def _act(self, problem: SimProblem, plan: Plan, seed: int, conv: _Conversation) -> str:
+    def _act(self, problem: SimProblem, plan: Plan, seed: int, conv: Conversation, with_formulation: bool = False) -> str:
         """One code cell for OptiCycle / OptiState, chosen from the visible action history."""
         r = _rng("turn", seed, problem.id, conv.turn)
         correct = problem.reference
         base = self._program(problem, seed, plan.base)
-        form = None
-        if conv.harness == "optistate":
-            form = formulation_for(correct)
+        form = formulation_for(correct) if with_formulation else None
         last = conv.actions[-1] if conv.actions else None
-        build_ok = any(p == PURPOSE_BUILD and o == "ok" for _, o, p in conv.actions)
+        # a restarted interpreter lost everything built before the restart
+        restarts = [i for i, (_, o, _p) in enumerate(conv.actions) if o == "restarted"]
+        live = conv.actions[restarts[-1] + 1:] if restarts else conv.actions
+        build_ok = any(p == PURPOSE_BUILD and o == "ok" for _, o, p in live)
         n_errors = sum(1 for _, o, _p in conv.actions if o in _NOT_OK)
 
         def solve_cell(program: str) -> str:
@@ -769,6 +806,12 @@ class SimulatedModel:
         return without_submit(cell) if plan.no_submit or self.policy == "never_submit" else cell
 
 
+register_stage("direct", "act", lambda m, c: m._direct(c.problem, c.plan, c.seed))
+register_stage("opticycle", "act", lambda m, c: m._act(c.problem, c.plan, c.seed, c.conv))
+register_stage("optistate", "formulate", lambda m, c: m.formulation_reply(c))
+register_stage("optistate", "act", lambda m, c: m._act(c.problem, c.plan, c.seed, c.conv, with_formulation=True))
+
+
 def _reply(purpose: str, code: str | None = None, formulation: dict | None = None, lead: str = "") -> str:
     parts = [f"Purpose: {purpose}"]
     if lead:
@@ -782,5 +825,6 @@ def _reply(purpose: str, code: str | None = None, formulation: dict | None = Non
 
 __all__ = [
     "SimulatedModel", "SimSkill", "SimProblem", "Plan", "POLICIES", "MUTATION_OPS", "FORMULATION_FIELDS",
-    "mutate", "split_program", "formulation_for", "question_hash", "count_tokens", "generic_program",
+    "mutate", "split_program", "register_stage", "stage_handler", "STAGE_HANDLERS", "StageCall", "Conversation",
+    "parse_conversation", "formulation_for", "question_hash", "count_tokens", "generic_program",
 ]

@@ -748,12 +748,12 @@ class Server:
 # ====================================================================== main
 
 
-def _warm_imports() -> list[str]:
+def _warm_imports(modules: tuple[str, ...] = HEAVY_MODULES) -> list[str]:
     for k, v in (("OMP_NUM_THREADS", "1"), ("OPENBLAS_NUM_THREADS", "1"), ("MKL_NUM_THREADS", "1"),
                  ("MPLBACKEND", "Agg")):
         os.environ.setdefault(k, v)
     loaded = []
-    for name in HEAVY_MODULES:
+    for name in modules:
         try:
             __import__(name)
             loaded.append(name)
@@ -768,13 +768,13 @@ def _warm_imports() -> list[str]:
 
     from evalcore.sandbox import _child, _hooks  # noqa: F401
 
-    _warm_solvers()
+    _warm_solvers(loaded)
     _hooks.install()
     tempfile.gettempdir()
     return loaded
 
 
-def _warm_solvers() -> None:
+def _warm_solvers(loaded: list[str]) -> None:
     """Solve one tiny model with PuLP/CBC and with SCIP in the server itself.
 
     Their first solve in a process pulls in lazily imported modules and builds caches; doing
@@ -783,6 +783,8 @@ def _warm_solvers() -> None:
     and the server must stay single-threaded to fork and unshare safely.
     """
     try:
+        if "pulp" not in loaded:
+            raise ImportError("pulp not pre-imported")
         import pulp
 
         prob = pulp.LpProblem("warm", pulp.LpMaximize)
@@ -792,6 +794,8 @@ def _warm_solvers() -> None:
     except Exception:  # noqa: BLE001 - warming is an optimization only
         pass
     try:
+        if "pyscipopt" not in loaded:
+            raise ImportError("pyscipopt not pre-imported")
         import pyscipopt
 
         m = pyscipopt.Model()
@@ -810,6 +814,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--namespaces", choices=("auto", "0", "1"), default="auto")
     ap.add_argument("--pool", type=int, default=2)
     ap.add_argument("--netns-per-run", action="store_true")
+    ap.add_argument("--modules", default=None, help="comma-separated modules to pre-import (default: HEAVY_MODULES)")
     args = ap.parse_args(argv)
     want_ns = args.namespaces != "0"
     userns = False
@@ -843,7 +848,7 @@ def main(argv: list[str] | None = None) -> None:
             factory = NsFactory(death_r)
         except OSError as exc:
             note = f"namespace factory failed: {exc}"
-    loaded = _warm_imports()
+    loaded = _warm_imports(tuple(m for m in args.modules.split(",") if m) if args.modules is not None else HEAVY_MODULES)
     contained = False
     proc_fd = -1
     if factory is not None:

@@ -70,7 +70,11 @@ class ForkServer:
     """
 
     def __init__(self, namespaces: bool | None = None, pool_size: int = 2, netns_per_run: bool = False,
-                 launcher: Sequence[str] | None = None, allow_uncontained: bool | None = None) -> None:
+                 launcher: Sequence[str] | None = None, allow_uncontained: bool | None = None,
+                 modules: Sequence[str] | None = None) -> None:
+        # ``modules``: what the server imports before forking (evalcore.solvers.preimport_modules);
+        # None = every known solver module that is installed
+        self._modules = None if modules is None else tuple(modules)
         self._mode = _namespaces_mode(namespaces)
         self._pool = pool_size
         self._netns_per_run = netns_per_run
@@ -121,6 +125,8 @@ class ForkServer:
                "--namespaces", self._mode, "--pool", str(self._pool)]
         if self._netns_per_run:
             cmd.append("--netns-per-run")
+        if self._modules is not None:
+            cmd += ["--modules", ",".join(self._modules)]
         try:
             proc = subprocess.Popen(cmd, pass_fds=[b.fileno()], env=env, cwd=_PKG_ROOT, stdin=subprocess.DEVNULL,
                                     stdout=subprocess.DEVNULL, start_new_session=True)

@@ -26,7 +26,7 @@ def _messages():
     from evalcore.problems import load_benchmark
 
     specs, _ = load_benchmark("sample")
-    return [{"role": "system", "content": "[harness:direct] Write a solver program."},
+    return [{"role": "system", "content": "Write a solver program."},
             {"role": "user", "content": f"<problem>\n{specs[0].question}\n</problem>"}]
 
 

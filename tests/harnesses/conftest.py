@@ -18,6 +18,7 @@ class CountingExecutor:
         self.inner = inner
         self.opened = 0
         self.closed = 0
+        self.restarted = 0
 
     async def run(self, code, limits=None):
         return await self.inner.run(code, limits)
@@ -30,6 +31,10 @@ class CountingExecutor:
         class _Handle:
             async def run_cell(self, code, limits=None):
                 return await handle.run_cell(code, limits)
+
+            async def restart(self):
+                outer.restarted += 1
+                await handle.restart()
 
             async def close(self):
                 outer.closed += 1

@@ -24,7 +24,7 @@ def _graded(traj, key) -> bool:
 
 
 def test_registry():
-    assert set(HARNESSES) == {"direct", "opticycle", "optistate"}
+    assert set(HARNESSES) == {"direct", "opticycle", "optistate", "orlm", "sirl", "llmopt"}
     assert get_harness("opticycle").name == "opticycle"
     with pytest.raises(KeyError, match="known"):
         get_harness("nope")
@@ -223,11 +223,11 @@ def test_model_error_propagates_and_the_session_is_closed(sample, executor):
             self.inner = SimulatedModel(policy="always_correct")
             self.n = 0
 
-        async def chat(self, messages, sampling, seed):
+        async def chat(self, messages, sampling, seed, meta=None):
             self.n += 1
             if self.n == 2:
                 raise ModelError("endpoint returned 503 three times")
-            return await self.inner.chat(messages, sampling, seed)
+            return await self.inner.chat(messages, sampling, seed, meta)
 
     for method in ("opticycle", "optistate"):
         ctx = HarnessContext(model=Broken(), executor=executor, sampling=Sampling(), sample=0)

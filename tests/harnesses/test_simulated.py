@@ -10,7 +10,7 @@ import pytest
 
 from evalcore.data import reference_program
 from evalcore.harnesses._common import fenced_blocks, load_prompt, render
-from evalcore.models.base import ChatModel, Sampling
+from evalcore.models.base import CallMeta, ChatModel, Sampling
 from evalcore.models.simulated import (
     MUTATION_OPS, SimSkill, SimulatedModel, count_tokens, formulation_for, mutate, split_program,
 )
@@ -150,7 +150,7 @@ def test_optistate_formulate_step_answers_with_a_json_formulation(sample):
         {"role": "system", "content": load_prompt("optistate", "system")},
         {"role": "user", "content": render(load_prompt("optistate", "formulate"), question=spec.question)},
     ]
-    text = SimulatedModel(policy="always_correct").respond(msgs, 1)
+    text = SimulatedModel(policy="always_correct").respond(msgs, 1, CallMeta("optistate", "formulate"))
     (block,) = fenced_blocks(text, "formulation")
     assert json.loads(block)["constraints"]
     assert extract_code(text, "submit") is None  # no code at the formulation step

@@ -157,4 +157,25 @@ def test_unknown_profile_names_it_and_the_known_ones():
     with pytest.raises(UnknownProfileError) as err:
         extract_code("```python\nx=1\n```", "orml")
     assert "'orml'" in str(err.value) and "orlm" in str(err.value)
-    assert set(PROFILES) == {"submit", "orlm", "stdout"}
+    assert set(PROFILES) == {"submit", "orlm", "sirl", "stdout"}
+
+
+def test_sirl_profile_reads_like_sirls_evaluation():
+    from evalcore.extraction import sirl_flip_variable_types
+    from evalcore.sandbox.types import ExecResult
+
+    text = "<python>\n```python\nm = gp.Model()\nx = m.addVar(lb=0)\nm.optimize()\n```\n</python>"
+    code = extract_code(text, "sirl")
+    assert code.startswith("m = gp.Model()") and "if m.status == GRB.OPTIMAL:" in code
+    assert "Just print the best solution: {m.ObjVal}" in code
+    assert extract_code("no code", "sirl") is None
+    assert extract_code("```python\nm.solve()\n```", "sirl").count("COPT.OPTIMAL") == 1  # coptpy variant
+    ok = ExecResult(outcome="ok", stdout="Just print the best solution: 12.5\n")
+    assert extract_submission(ok, "sirl") == 12.5
+    assert extract_submission(ExecResult(outcome="ok", stdout="Model is infeasible"), "sirl") == "infeasible"
+    assert extract_submission(ExecResult(outcome="error", stdout="Just print the best solution: 1"), "sirl") is None
+    # SIRL's change_variable_types: swap INTEGER/CONTINUOUS when vtype is given, else add integer vtype
+    assert sirl_flip_variable_types("x = m.addVar(vtype=GRB.INTEGER)\n") == "x = m.addVar(vtype=GRB.CONTINUOUS)\n"
+    assert sirl_flip_variable_types("x = m.addVar(vtype=GRB.CONTINUOUS)\n") == "x = m.addVar(vtype=GRB.INTEGER)\n"
+    assert sirl_flip_variable_types("x = m.addVars(3, lb=0)\n") == "x = m.addVars(3, lb=0, vtype=GRB.INTEGER)\n"
+    assert sirl_flip_variable_types("x = m.addVar(vtype='B')\n") is None

@@ -1,0 +1,44 @@
+"""A harness's version for the sweep fingerprint: its prompt files and its code, hashed.
+
+Why: keys and the changed-config check must notice an edited prompt or harness loop, or a
+resumed sweep silently mixes two versions under the same keys. The code hash covers the
+modules of the harness class and its bases inside ``evalcore.harnesses`` plus ``_common.py``
+(the metering and the prompt loader), and the prompts hash covers every prompt file the
+harness reads, shared fragments included.
+"""
+from __future__ import annotations
+
+import hashlib
+import inspect
+import sys
+from pathlib import Path
+
+from evalcore.harnesses import _common
+
+
+def _digest(paths: list[Path]) -> str:
+    h = hashlib.sha256()
+    root = _common.PROMPTS_DIR.parent
+    for path in sorted(set(paths)):
+        h.update(str(path.relative_to(root) if root in path.parents else path.name).encode() + b"\0")
+        h.update(path.read_bytes() + b"\0")
+    return h.hexdigest()[:16]
+
+
+def code_files(harness: object) -> list[Path]:
+    files = {Path(_common.__file__).resolve()}
+    for cls in type(harness).__mro__:
+        module = sys.modules.get(cls.__module__)
+        if module is not None and cls.__module__.startswith("evalcore.harnesses"):
+            files.add(Path(inspect.getfile(module)).resolve())
+    return sorted(files)
+
+
+def harness_version(name: str) -> dict[str, str]:
+    """``{"prompts": <sha>, "code": <sha>}`` for the registered harness ``name``."""
+    from evalcore.harnesses import get_harness
+
+    harness = get_harness(name)
+    prompt_dir = getattr(harness, "prompt_dir", name)
+    prompts = _common.prompt_files(prompt_dir) if (_common.PROMPTS_DIR / prompt_dir).is_dir() else []
+    return {"prompts": _digest(prompts), "code": _digest(code_files(harness))}
