@@ -10,8 +10,10 @@ from evalcore.harnesses.base import Budgets, Executor, Harness, HarnessContext, 
 from evalcore.harnesses.direct import HARNESS as DIRECT
 from evalcore.harnesses.opticycle import HARNESS as OPTICYCLE
 from evalcore.harnesses.optistate import HARNESS as OPTISTATE
+from evalcore.harnesses import cafa, ormind, reflexion  # the adapted baselines
 
-HARNESSES: dict[str, Harness] = {h.name: h for h in (DIRECT, OPTICYCLE, OPTISTATE)}
+BASELINES = tuple(m.HARNESS for m in (cafa, reflexion, ormind))
+HARNESSES: dict[str, Harness] = {h.name: h for h in (DIRECT, OPTICYCLE, OPTISTATE, *BASELINES)}
 
 
 def get_harness(name: str) -> Harness:

@@ -1,0 +1,123 @@
+"""Shared pieces of the six adapted baselines (CAFA, Reflexion, CoE, OptiMUS, AutoFormulation, ORMind).
+
+Why a base class: every baseline runs whole programs one-shot in the sandbox (as Direct does),
+records each run, keeps its own rule for which run's answer is final, and stops at its budget.
+``Baseline`` holds that bookkeeping; being a base class of each harness, this module is also
+hashed into each harness's version (``version.code_files`` follows the MRO).
+
+Adaptation shared by all six (``../shared/baselines.md``, "Applies to all methods"): programs use
+the sweep's solvers (PuLP / PySCIPOpt / SciPy) instead of gurobipy and call the generic
+``submit(value)`` instead of filling a dataset-specific function stub; the sandbox is the evaluator.
+"""
+from __future__ import annotations
+
+import json
+import re
+import time
+from typing import Any
+
+from evalcore.harnesses._common import BudgetSpent, Meter, exec_record, load_prompt, new_trajectory, render, system_prompt
+from evalcore.harnesses.base import HarnessContext
+from evalcore.models.base import Message
+from evalcore.problems import ProblemSpec
+from evalcore.records import STATUS_NO_SUBMISSION, STATUS_SUBMITTED, Submission, Trajectory
+from evalcore.sandbox.types import ExecResult
+
+STATUS_ANSWERS = ("infeasible", "unbounded")
+_JSON_FENCE = re.compile(r"```(?:json)?[^\n]*\n(.*?)```", re.S)
+
+
+def python_code(text: str) -> str | None:
+    """The last fenced python block of a reply (the ``submit`` profile's rule), else None."""
+    from evalcore.extraction import extract_code  # the other side of the seam; lazy
+
+    return extract_code(text, "submit")
+
+
+def json_object(text: str) -> Any:
+    """The first JSON value in a reply: a fenced ```json block, else the outermost {...} / [...].
+    None when nothing parses (a baseline then proceeds as its public code does on a parse failure)."""
+    candidates = [b for b in _JSON_FENCE.findall(text)]
+    for open_, close in (("{", "}"), ("[", "]")):
+        i, j = text.find(open_), text.rfind(close)
+        if 0 <= i < j:
+            candidates.append(text[i:j + 1])
+    for cand in candidates:
+        try:
+            return json.loads(cand)
+        except (json.JSONDecodeError, ValueError):
+            continue
+    return None
+
+
+def numeric(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def run_succeeded(result: ExecResult) -> bool:
+    """A run the baselines count as a success: it ran cleanly and submitted a number (an
+    exception, a status answer or no submission is failure feedback; baselines.md, Reflexion)."""
+    return result.outcome == "ok" and numeric(result.submission)
+
+
+def feedback(result: ExecResult, limit: int = 2000) -> str:
+    """What the model is shown of a failed run: the error tail, or why it is not a success."""
+    from evalcore.harnesses._common import observation, tail
+
+    text = observation(result)
+    if result.outcome == "ok" and result.submission is None:
+        text += "\n(the program ran but never called submit())"
+    elif result.outcome == "ok" and not numeric(result.submission):
+        text += f"\n(the program submitted {result.submission!r}, not an optimal objective value)"
+    return tail(text, limit)
+
+
+class Baseline:
+    """Bookkeeping of one baseline trajectory: subclasses implement ``_run``."""
+
+    name = "baseline"
+    prompt_dir = "baseline"
+
+    async def run(self, problem: ProblemSpec, ctx: HarnessContext) -> Trajectory:
+        if ctx.extraction != "submit":
+            raise ValueError(f"{self.name}: extraction profile must be 'submit', got {ctx.extraction!r}")
+        traj = new_trajectory(problem, ctx, self.name)
+        meter = Meter(ctx, traj, self.name)
+        t0 = time.perf_counter()
+        try:
+            await self._run(problem, ctx, meter, traj)
+        except BudgetSpent as spent:
+            traj.errors.append(f"budget spent: {spent}")
+        finally:
+            traj.wall_s = time.perf_counter() - t0
+        return traj
+
+    async def _run(self, problem: ProblemSpec, ctx: HarnessContext, meter: Meter, traj: Trajectory) -> None:
+        raise NotImplementedError
+
+    # -- helpers ------------------------------------------------------------------------------
+    def messages(self, ctx: HarnessContext, user: str, system: str = "system", **values: Any) -> list[Message]:
+        """[system, user] from ``prompts/<dir>/<system>.md`` and ``prompts/<dir>/<user>.md``."""
+        return [
+            {"role": "system", "content": system_prompt(self.prompt_dir, system, ctx)},
+            {"role": "user", "content": self.prompt(user, **values)},
+        ]
+
+    def prompt(self, name: str, **values: Any) -> str:
+        return render(load_prompt(self.prompt_dir, name), **values)
+
+    async def execute(self, ctx: HarnessContext, traj: Trajectory, turn: int, code: str) -> ExecResult:
+        """Run one whole program one-shot in the sandbox and record it."""
+        result = await ctx.executor.run(code, ctx.budgets.exec_limits)
+        traj.execs.append(exec_record(turn, result))
+        return result
+
+    @staticmethod
+    def answer(traj: Trajectory, result: ExecResult) -> None:
+        """Make this run's submission the trajectory's answer (or clear it when it has none)."""
+        if result.submission is not None:
+            traj.submission = Submission(result.submission, "submit")
+            traj.status = STATUS_SUBMITTED
+        else:
+            traj.submission = None
+            traj.status = STATUS_NO_SUBMISSION

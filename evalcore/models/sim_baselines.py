@@ -1,0 +1,408 @@
+"""The simulated policy's answers for the six adapted baselines' stages (SIMULATED, never a model).
+
+Why a separate module: ``simulated.py`` owns the policy's building blocks (the reference
+program, mutants, injected errors, repairs); this module only teaches it the stages of CAFA,
+Reflexion, Chain-of-Experts, OptiMUS, AutoFormulation and ORMind (``register_stage``), reusing
+those blocks. ``simulated.stage_handler`` imports it on the first unknown (harness, stage).
+
+What it can do per stage, so a baseline is right or wrong in the ways its stages allow:
+* programs: the trajectory's plan (reference / mutant / injected error) as ``_direct`` writes it;
+  after failure feedback a repair with ``SimSkill.p_repair``;
+* decomposition: PuLP and PySCIPOpt reference programs split statement by statement into data,
+  variables, objective and constraints (``parts_of``), translated between the two APIs by AST
+  rewriting, so component-wise baselines (CAFA lines, OptiMUS snippets, AutoFormulation
+  components) get real pieces; SciPy/HiGHS programs cannot be split, so those baselines fail
+  or fall back to a whole-program debug as their public code would;
+* judgements (expert routing, blame, rankings, pairwise comparisons, checkers) are right with
+  the ``BaselineSkill`` probabilities. A model may carry ``baseline_skill`` (tests set it);
+  otherwise ``DEFAULT_BASELINE_SKILL``.
+Every draw is seeded by (seed, problem, stage, call material), so replies are deterministic.
+"""
+from __future__ import annotations
+
+import ast
+import json
+import re
+from dataclasses import dataclass, fields
+from typing import Any
+
+from evalcore.models.simulated import (
+    SimulatedModel, StageCall, _reply, _rng, content_text, formulation_for, mutate, register_stage,
+)
+
+PURPOSE = "Answer the requested step."
+
+
+@dataclass(frozen=True)
+class BaselineSkill:
+    """Skill knobs of the baseline-only stages (probabilities)."""
+
+    p_follow_format: float = 0.9  # CAFA: writes model lines only (else a whole program, which breaks the wrapper)
+    p_route: float = 0.8  # CoE conductor: picks the most useful remaining expert (else a random one)
+    p_blame: float = 0.8  # CoE backward: the expert that wrote the code claims a code fault
+    p_checker_catch: float = 0.6  # ORMind: the counterfactual checker notices a wrong program
+    p_false_alarm: float = 0.1  # ORMind: the checker complains about a right program
+    p_revise_fix: float = 0.6  # ORMind / OptiMUS: a revision after a complaint fixes a wrong program
+    p_component: float = 0.6  # AutoFormulation: a sampled component is the reference's
+    p_rank: float = 0.75  # AutoFormulation: the ranking puts a right component first
+    p_judge: float = 0.75  # AutoFormulation: a pairwise comparison prefers the more right formulation
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            v = getattr(self, f.name)
+            if not isinstance(v, (int, float)) or not 0.0 <= v <= 1.0:
+                raise ValueError(f"BaselineSkill.{f.name} must be a probability in [0, 1], got {v!r}")
+
+
+DEFAULT_BASELINE_SKILL = BaselineSkill()
+
+
+def bskill(model: SimulatedModel) -> BaselineSkill:
+    return getattr(model, "baseline_skill", None) or DEFAULT_BASELINE_SKILL
+
+
+def user_text(call: StageCall) -> str:
+    return "\n".join(content_text(m) for m in call.messages if m.get("role") != "system")
+
+
+def rng(call: StageCall, *parts: Any) -> Any:
+    return _rng("baseline", call.seed, call.problem.id, call.conv.harness, call.conv.stage, *parts)
+
+
+_FENCE_PY = re.compile(r"```python[^\n]*\n(.*?)```", re.S)
+
+
+def code_blocks(text: str) -> list[str]:
+    return _FENCE_PY.findall(text)
+
+
+# -- whole programs ------------------------------------------------------------------------------
+
+
+def first_program(model: SimulatedModel, call: StageCall) -> str:
+    """The trajectory's first attempt (the plan: reference, mutant, injected error, no submit)."""
+    reply = model._direct(call.problem, call.plan, call.seed)
+    return code_blocks(reply)[-1]
+
+
+def intended_program(model: SimulatedModel, call: StageCall) -> str:
+    """What the model means to write: the plan's base program, without an injected error."""
+    return model._program(call.problem, call.seed, call.plan.base)
+
+
+def repaired_program(model: SimulatedModel, call: StageCall, attempt: int, tag: str = "") -> str:
+    """A program written after failure feedback: fixed with ``p_repair``, else the first attempt
+    again. A fixed program is the intended one; from the second failure on, the reference."""
+    if rng(call, "repair", attempt, tag).random() >= model.skill.p_repair:
+        return first_program(model, call)
+    return call.problem.reference if attempt >= 2 else intended_program(model, call)
+
+
+def is_reference(code: str, call: StageCall) -> bool:
+    return _norm(code) == _norm(call.problem.reference)
+
+
+def _norm(code: str) -> str:
+    return "\n".join(l.rstrip() for l in code.strip().splitlines() if l.strip() and not l.lstrip().startswith("#"))
+
+
+# -- program decomposition (PuLP / PySCIPOpt) ------------------------------------------------------
+
+
+@dataclass
+class Parts:
+    """A PuLP or PySCIPOpt program split into its modeling statements (sources)."""
+
+    api: str  # "pulp" | "scip"
+    model: str  # the model object's name
+    sense: str  # "maximize" | "minimize"
+    data: list[str]
+    variables: list[str]
+    objective: str  # an expression
+    constraints: list[str]  # statements, in the program's own API
+
+
+def _src(lines: list[str], node: ast.stmt) -> str:
+    return "".join(lines[node.lineno - 1: node.end_lineno])
+
+
+def parts_of(src: str) -> Parts | None:
+    """Split a PuLP/PySCIPOpt program; None when it is neither or has an unexpected shape."""
+    try:
+        tree = ast.parse(src)
+    except SyntaxError:
+        return None
+    api = "pulp" if "import pulp" in src else "scip" if "pyscipopt" in src else None
+    if api is None:
+        return None
+    lines = src.splitlines(keepends=True)
+    model = sense = objective = None
+    data: list[str] = []
+    variables: list[str] = []
+    constraints: list[str] = []
+    for node in tree.body:
+        text = _src(lines, node)
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            continue
+        if re.search(r"\.(solve|optimize|hideOutput)\(", text):
+            if model is None:
+                return None
+            if "hideOutput" in text:
+                continue
+            break
+        if isinstance(node, ast.Assign) and re.search(r"\b(LpProblem|Model)\(", text):
+            model = node.targets[0].id if isinstance(node.targets[0], ast.Name) else None
+            sense = "maximize" if "LpMaximize" in text else "minimize"
+            continue
+        if "LpVariable" in text or ".addVar" in text:
+            variables.append(text)
+        elif model and isinstance(node, ast.AugAssign) and not _is_constraint(node.value):
+            objective = ast.get_source_segment(src, node.value)
+        elif model and isinstance(node, ast.Expr) and ".setObjective(" in text:
+            call = node.value
+            objective = ast.get_source_segment(src, call.args[0])
+            sense = "maximize" if "maximize" in text else "minimize"
+        elif model and (f"{model} +=" in text or ".addCons" in text):
+            constraints.append(text)
+        else:
+            data.append(text)
+    if model is None or objective is None or not variables:
+        return None
+    return Parts(api, model, sense or "minimize", data, variables, objective, constraints)
+
+
+def _is_constraint(value: ast.AST) -> bool:
+    if isinstance(value, ast.Tuple) and value.elts:
+        value = value.elts[0]
+    return isinstance(value, ast.Compare)
+
+
+_CAT_TO_VTYPE = {"Integer": "I", "Binary": "B", "Continuous": "C"}
+_VTYPE_TO_CAT = {"I": "Integer", "INTEGER": "Integer", "B": "Binary", "BINARY": "Binary", "C": "Continuous"}
+
+
+class _ToScip(ast.NodeTransformer):
+    """PuLP statements -> PySCIPOpt lines on ``m``."""
+
+    def __init__(self, model: str) -> None:
+        self.model = model
+
+    def visit_AugAssign(self, node: ast.AugAssign) -> Any:
+        self.generic_visit(node)
+        if isinstance(node.target, ast.Name) and node.target.id in (self.model, "m"):
+            value = node.value.elts[0] if isinstance(node.value, ast.Tuple) and node.value.elts else node.value
+            return ast.Expr(ast.Call(ast.Attribute(ast.Name("m"), "addCons"), [value], []))
+        return node
+
+    def visit_Call(self, node: ast.Call) -> Any:
+        self.generic_visit(node)
+        fn = node.func
+        if isinstance(fn, ast.Attribute) and fn.attr == "lpSum":
+            return ast.Call(ast.Name("quicksum"), node.args, node.keywords)
+        if isinstance(fn, ast.Attribute) and fn.attr == "LpVariable":
+            kws: list[ast.keyword] = []
+            got = {k.arg: k.value for k in node.keywords}
+            kws.append(ast.keyword("lb", got.get("lowBound", ast.Constant(None))))
+            if "upBound" in got:
+                kws.append(ast.keyword("ub", got["upBound"]))
+            cat = got.get("cat")
+            if isinstance(cat, ast.Constant) and cat.value in _CAT_TO_VTYPE:
+                kws.append(ast.keyword("vtype", ast.Constant(_CAT_TO_VTYPE[cat.value])))
+            return ast.Call(ast.Attribute(ast.Name("m"), "addVar"), node.args[:1], kws)
+        return node
+
+
+class _ToPulp(ast.NodeTransformer):
+    """PySCIPOpt statements -> PuLP statements on ``model``."""
+
+    def __init__(self, model: str) -> None:
+        self.model = model
+
+    def visit_Expr(self, node: ast.Expr) -> Any:
+        self.generic_visit(node)
+        c = node.value
+        if isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute) and c.func.attr == "addCons" and c.args:
+            return ast.AugAssign(ast.Name("model"), ast.Add(), c.args[0])
+        return node
+
+    def visit_AugAssign(self, node: ast.AugAssign) -> Any:
+        self.generic_visit(node)
+        if isinstance(node.target, ast.Name) and node.target.id == self.model:
+            node.target = ast.Name("model")
+        return node
+
+    def visit_Call(self, node: ast.Call) -> Any:
+        self.generic_visit(node)
+        fn = node.func
+        if isinstance(fn, ast.Name) and fn.id == "quicksum":
+            return ast.Call(ast.Attribute(ast.Name("pulp"), "lpSum"), node.args, node.keywords)
+        if isinstance(fn, ast.Attribute) and fn.attr == "addVar":
+            got = {k.arg: k.value for k in node.keywords}
+            name = node.args[:1] or ([got["name"]] if "name" in got else [ast.Constant("v")])
+            kws = [ast.keyword("lowBound", got.get("lb", ast.Constant(0)))]
+            if "ub" in got:
+                kws.append(ast.keyword("upBound", got["ub"]))
+            vt = got.get("vtype")
+            if isinstance(vt, ast.Constant) and vt.value in _VTYPE_TO_CAT:
+                kws.append(ast.keyword("cat", ast.Constant(_VTYPE_TO_CAT[vt.value])))
+            return ast.Call(ast.Attribute(ast.Name("pulp"), "LpVariable"), name, kws)
+        return node
+
+
+def _rewrite(stmt: str, transformer: ast.NodeTransformer) -> str:
+    tree = ast.parse(stmt)
+    tree = ast.fix_missing_locations(transformer.visit(tree))
+    return ast.unparse(tree)
+
+
+def scip_lines(parts: Parts) -> list[str]:
+    """CAFA-style lines (``m.addVar / m.setObjective / m.addCons``) plus the data they use."""
+    out = [d.rstrip("\n") for d in parts.data]
+    if parts.api == "scip":
+        rename = lambda s: re.sub(rf"\b{re.escape(parts.model)}\b", "m", s)  # noqa: E731
+        out += [rename(v) for v in parts.variables] + [rename(c) for c in parts.constraints]
+        out.append(f'm.setObjective({rename(parts.objective)}, "{parts.sense}")')
+        return out
+    t = _ToScip(parts.model)
+    out += [_rewrite(v, t) for v in parts.variables] + [_rewrite(c, t) for c in parts.constraints]
+    out.append(f'm.setObjective({_rewrite(parts.objective, t)}, "{parts.sense}")')
+    return out
+
+
+def pulp_parts(parts: Parts) -> dict[str, Any]:
+    """The program's pieces as PuLP statements on ``model`` (OptiMUS / AutoFormulation snippets)."""
+    if parts.api == "pulp":
+        rename = lambda s: re.sub(rf"\b{re.escape(parts.model)}\b", "model", s).rstrip("\n")  # noqa: E731
+        return {
+            "data": [d.rstrip("\n") for d in parts.data], "variables": [v.rstrip("\n") for v in parts.variables],
+            "objective": rename(parts.objective), "constraints": [rename(c) for c in parts.constraints],
+            "sense": parts.sense,
+        }
+    t = _ToPulp(parts.model)
+    rename = lambda s: re.sub(rf"\b{re.escape(parts.model)}\b", "model", s)  # noqa: E731
+    return {
+        "data": [d.rstrip("\n") for d in parts.data], "variables": [_rewrite(v, t) for v in parts.variables],
+        "objective": rename(_rewrite(parts.objective, t)), "constraints": [rename(_rewrite(c, t)) for c in parts.constraints],
+        "sense": parts.sense,
+    }
+
+
+def planned_parts(model: SimulatedModel, call: StageCall) -> Parts | None:
+    """The decomposition of the program the plan intends (mutant included), else of the reference."""
+    return parts_of(intended_program(model, call)) or parts_of(call.problem.reference)
+
+
+# -- CAFA -----------------------------------------------------------------------------------------
+
+
+def cafa_generate(model: SimulatedModel, call: StageCall) -> str:
+    """One reply of code lines (JSON ``{"code": ...}``, the paper's Pydantic ``code`` field)."""
+    parts = parts_of(intended_program(model, call))
+    r = rng(call, "format")
+    if parts is None or r.random() >= bskill(model).p_follow_format:
+        # a whole program instead of lines: the CAFA clean-up strips its imports, so it breaks
+        body = first_program(model, call)
+    else:
+        lines = scip_lines(parts)
+        if call.plan.kind == "syntax_error":
+            lines[-1] = lines[-1].rstrip(")")
+        elif call.plan.kind == "runtime_error":
+            lines.insert(len(lines) - 1, "m.addCons(capacity_total >= 0)")
+        body = "\n".join(l.rstrip("\n") for l in lines)
+    return json.dumps({"code": body}, indent=1)
+
+
+register_stage("cafa", "generate", cafa_generate)
+
+
+# -- Reflexion ------------------------------------------------------------------------------------
+
+TRIAL_LINE = re.compile(r"^## Trial (\d+) of (\d+)", re.M)
+
+
+def reflexion_generate(model: SimulatedModel, call: StageCall) -> str:
+    trial = int(m.group(1)) if (m := TRIAL_LINE.search(user_text(call))) else 1
+    code = first_program(model, call) if trial <= 1 else repaired_program(model, call, trial - 1, "reflexion")
+    return _reply("Model the problem and solve it.", code=code)
+
+
+def reflexion_reflect(model: SimulatedModel, call: StageCall) -> str:
+    text = user_text(call)
+    err = re.findall(r"(\w+Error|Traceback|submit\(\)|not an optimal)", text)
+    what = err[-1] if err else "the failure"
+    return (f"Reflection: the program failed with {what}. I must check names and syntax before using them, "
+            "make sure every constraint uses defined data, and end with submit() of the optimal objective.")
+
+
+register_stage("reflexion", "generate", reflexion_generate)
+register_stage("reflexion", "regenerate", reflexion_generate)
+register_stage("reflexion", "reflect", reflexion_reflect)
+
+
+# -- ORMind ---------------------------------------------------------------------------------------
+
+
+def ormind_encode(model: SimulatedModel, call: StageCall) -> str:
+    form = formulation_for(call.problem.reference)
+    return json.dumps({k: {"Type": v, "Definition": f"the {k} given in the problem"} for k, v in form["parameters"].items()})
+
+
+def ormind_formalize(model: SimulatedModel, call: StageCall) -> str:
+    form = formulation_for(intended_program(model, call))
+    return json.dumps({"VARIABLES": form["variables"], "CONSTRAINTS": form["constraints"], "OBJECTIVE": form["objective"]})
+
+
+def ormind_compile(model: SimulatedModel, call: StageCall) -> str:
+    return _reply("Write the solve program.", code=first_program(model, call))
+
+
+def ormind_supervise(model: SimulatedModel, call: StageCall) -> str:
+    """The forward supervisor reformats: the program it was shown, unchanged, plus an attention note."""
+    blocks = code_blocks(user_text(call))
+    code = blocks[-1] if blocks else first_program(model, call)
+    return "Attention: keep the objective sense and every constraint; report via submit().\n\n" + _reply(
+        "Reformat the program to the required interface.", code=code)
+
+
+def ormind_diagnose(model: SimulatedModel, call: StageCall) -> str:
+    text = user_text(call)
+    err = re.findall(r"(\w+Error[^\n]*)", text)
+    return f"Root cause: {err[-1] if err else 'the program did not submit'}. Problematic section: the line raising it."
+
+
+def ormind_revise(model: SimulatedModel, call: StageCall) -> str:
+    """Backward supervisor: after an error, a repair (``p_repair``); after a checker complaint,
+    the reference with ``p_revise_fix`` when the shown program was wrong (else unchanged)."""
+    text = user_text(call)
+    blocks = code_blocks(text)
+    shown = blocks[-1] if blocks else first_program(model, call)
+    if "Unsatisfied conditions" in text:
+        if not is_reference(shown, call) and rng(call, "cf").random() < bskill(model).p_revise_fix:
+            code = call.problem.reference
+        else:
+            code = shown
+    else:
+        code = repaired_program(model, call, 1, "ormind")
+    return _reply("Revise the program.", code=code)
+
+
+def ormind_checker(model: SimulatedModel, call: StageCall) -> str:
+    """A checker function; it lists a violated condition when the program shown is wrong and the
+    checker catches it (``p_checker_catch``), or as a false alarm (``p_false_alarm``)."""
+    blocks = code_blocks(user_text(call))
+    shown = blocks[-1] if blocks else ""
+    s = bskill(model)
+    r = rng(call, "checker").random()
+    complain = r < (s.p_false_alarm if is_reference(shown, call) else s.p_checker_catch)
+    body = ('    return ["a stated condition is not satisfied by the returned values"]\n' if complain
+            else '    return "Don\'t need to modify any constraints!"\n')
+    return _reply("Check the solution against the problem's conditions.",
+                  code="def check(variables, objective):\n" + body)
+
+
+for _stage, _fn in {
+    "encode": ormind_encode, "formalize": ormind_formalize, "compile": ormind_compile,
+    "supervise": ormind_supervise, "diagnose": ormind_diagnose, "revise": ormind_revise,
+    "counterfactual": ormind_checker,
+}.items():
+    register_stage("ormind", _stage, _fn)
