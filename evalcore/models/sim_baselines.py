@@ -406,3 +406,81 @@ for _stage, _fn in {
     "counterfactual": ormind_checker,
 }.items():
     register_stage("ormind", _stage, _fn)
+
+
+# -- Chain-of-Experts -------------------------------------------------------------------------------
+
+COE_PREFERENCE = (  # what a sensible conductor asks for first
+    "Modeling Expert", "Programming Expert", "Code Reviewer", "Parameter Extractor",
+    "Terminology Interpreter", "Modeling Knowledge Supplement", "Programming Example Provider",
+)
+_EXPERT_LINE = re.compile(r"^- (.+)$", re.M)
+
+
+def _section(text: str, head: str) -> str:
+    """The text after a ``## <head>`` heading, up to the next ``## `` heading."""
+    m = re.search(rf"^## {re.escape(head)}[^\n]*\n(.*?)(?=^## |\Z)", text, re.S | re.M)
+    return m.group(1) if m else ""
+
+
+def coe_conductor(model: SimulatedModel, call: StageCall) -> str:
+    text = user_text(call)
+    remaining = _EXPERT_LINE.findall(_section(text, "Experts you can choose from"))
+    if not remaining:
+        return "Modeling Expert"
+    r = rng(call, "route", len(remaining), text.count("### "))
+    if r.random() < bskill(model).p_route:
+        return next(e for e in COE_PREFERENCE if e in remaining) if any(e in remaining for e in COE_PREFERENCE) else remaining[0]
+    return r.choice(remaining)
+
+
+def _pool_code(call: StageCall) -> str | None:
+    blocks = code_blocks(_section(user_text(call), "Comments"))
+    return blocks[-1] if blocks else None
+
+
+def coe_programming(model: SimulatedModel, call: StageCall) -> str:
+    return _reply("Write the program.", code=_pool_code(call) or first_program(model, call))
+
+
+def coe_modeling(model: SimulatedModel, call: StageCall) -> str:
+    form = formulation_for(intended_program(model, call))
+    return json.dumps({"VARIABLES": form["variables"], "CONSTRAINS": form["constraints"], "OBJECTIVE": form["objective"]})
+
+
+def coe_text(what: str):
+    def handler(model: SimulatedModel, call: StageCall) -> str:
+        return f"{what} (simulated comment on the problem's {len(call.problem.question.split())} words)."
+    return handler
+
+
+def coe_reducer(model: SimulatedModel, call: StageCall) -> str:
+    return _reply("Write the final program.", code=_pool_code(call) or first_program(model, call))
+
+
+def coe_backward(model: SimulatedModel, call: StageCall) -> str:
+    """The expert that wrote or reviewed the code claims the fault (``p_blame``) and refines it."""
+    text = user_text(call)
+    head = text.splitlines()[0] if text else ""
+    coder = "Programming Expert" in head or "Code Reviewer" in head
+    attempt = len(re.findall(r"```python", _section(text, "Your comment"))) + 1
+    if coder and rng(call, "blame", head).random() < bskill(model).p_blame:
+        fixed = repaired_program(model, call, attempt, "coe")
+        refined = "Corrected program:\n```python\n" + fixed.rstrip("\n") + "\n```"
+        return json.dumps({"is_caused_by_you": True, "reason": "the program raised the error", "refined_result": refined})
+    return json.dumps({"is_caused_by_you": False, "reason": "my comment is not about the failing code", "refined_result": ""})
+
+
+register_stage("coe", "conductor", coe_conductor)
+register_stage("coe", "programming_expert", coe_programming)
+register_stage("coe", "code_reviewer", coe_programming)
+register_stage("coe", "modeling_expert", coe_modeling)
+register_stage("coe", "reducer", coe_reducer)
+register_stage("coe", "backward", coe_backward)
+for _expert, _what in {
+    "terminology_interpreter": "[{\"term\": \"decision variable\", \"explanation\": \"a quantity the planner chooses\"}]",
+    "parameter_extractor": "Parameters: the numbers stated in the problem",
+    "programming_example_provider": "Example: build the model, add variables, objective, constraints, solve",
+    "modeling_knowledge_supplement": "Knowledge: keep units consistent and state non-negativity",
+}.items():
+    register_stage("coe", _expert, coe_text(_what))
