@@ -484,3 +484,198 @@ for _expert, _what in {
     "modeling_knowledge_supplement": "Knowledge: keep units consistent and state non-negativity",
 }.items():
     register_stage("coe", _expert, coe_text(_what))
+
+
+# -- OptiMUS --------------------------------------------------------------------------------------
+
+import math as _math  # noqa: E402
+
+_SAFE_BUILTINS = {"range": range, "len": len, "sum": sum, "min": min, "max": max, "abs": abs, "round": round,
+                  "list": list, "dict": dict, "tuple": tuple, "enumerate": enumerate, "zip": zip, "float": float,
+                  "int": int, "sorted": sorted, "set": set}
+
+
+def reference_data(statements: list[str]) -> dict[str, Any]:
+    """The values the data statements of OUR reference program define (trusted source, never a
+    model's output), JSON-representable ones only (ranges become lists)."""
+    ns: dict[str, Any] = {"__builtins__": _SAFE_BUILTINS, "math": _math}
+    for stmt in statements:
+        try:
+            exec(compile(stmt, "<reference data>", "exec"), ns)  # noqa: S102  (our own reference program)
+        except Exception:  # noqa: BLE001  (a statement we cannot evaluate is just not a parameter)
+            continue
+    out = {}
+    for k, v in ns.items():
+        if k.startswith("__") or k == "math":
+            continue
+        v = list(v) if isinstance(v, range) else v
+        try:
+            json.dumps(v)
+        except (TypeError, ValueError):
+            continue
+        out[k] = v
+    return out
+
+
+def _shape(v: Any) -> list[int]:
+    shape = []
+    while isinstance(v, list) and v:
+        shape.append(len(v))
+        v = v[0]
+    return shape
+
+
+def _dims(gens: list[ast.comprehension]) -> list[str] | None:
+    out = []
+    for g in gens:
+        it = g.iter
+        if isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "range" and len(it.args) == 1:
+            out.append(ast.unparse(it.args[0]))
+        else:
+            out.append(f"len({ast.unparse(it)})")
+    return out
+
+
+def _var_spec(stmt: str) -> tuple[dict[str, Any], list[str]] | None:
+    """(OptiMUS variable spec, auxiliary bound constraints as PuLP code) of one variable statement."""
+    try:
+        node = ast.parse(stmt).body[0]
+    except (SyntaxError, IndexError):
+        return None
+    if not isinstance(node, ast.Assign) or not isinstance(node.targets[0], ast.Name):
+        return None
+    sym, value = node.targets[0].id, node.value
+    gens: list[ast.comprehension] = []
+    while isinstance(value, (ast.ListComp, ast.DictComp)):
+        gens += value.generators
+        value = value.value if isinstance(value, ast.DictComp) else value.elt
+        if isinstance(value, ast.ListComp):
+            continue
+    if not (isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr == "LpVariable"):
+        return None
+    kw = {k.arg: k.value for k in value.keywords}
+    cat = kw.get("cat")
+    vtype = cat.value.lower() if isinstance(cat, ast.Constant) and isinstance(cat.value, str) else "continuous"
+    dims = _dims(gens) or []
+    targets = [ast.unparse(g.target) for g in gens]
+    ref = sym if not targets else f"{sym}[{targets[0]}]" if len(targets) == 1 else f"{sym}[{', '.join(targets)}]"
+    aux = []
+    for key, op in (("lowBound", ">="), ("upBound", "<=")):
+        b = kw.get(key)
+        if b is None or (isinstance(b, ast.Constant) and (b.value is None or (key == "lowBound" and b.value == 0))):
+            continue
+        if vtype == "binary":
+            continue
+        line = f"model += {ref} {op} {ast.unparse(b)}"
+        for g in reversed(gens):
+            line = f"for {ast.unparse(g.target)} in {ast.unparse(g.iter)}:\n" + "\n".join("    " + l for l in line.splitlines())
+        aux.append(line)
+    return {"symbol": sym, "shape": dims, "type": vtype, "definition": f"decision variable {sym}"}, aux
+
+
+@dataclass
+class OptimusPlan:
+    params: dict[str, Any]
+    variables: list[dict[str, Any]]
+    constraints: list[str]  # PuLP snippets, also used as their descriptions
+    objective: str
+    sense: str
+
+
+def optimus_plan(model: SimulatedModel, call: StageCall) -> OptimusPlan:
+    parts = planned_parts(model, call)
+    if parts is None:  # a SciPy/HiGHS program: nothing to split; the snippets will not fit the template
+        form = formulation_for(call.problem.reference)
+        return OptimusPlan({}, [{"symbol": "x", "shape": [], "type": "continuous"}],
+                           [str(c) for c in form["constraints"]], "x", form["objective"]["sense"])
+    pp = pulp_parts(parts)
+    data = reference_data(pp["data"])
+    params = {k: {"shape": _shape(v), "definition": f"given data {k}", "value": v} for k, v in data.items()}
+    variables, aux = [], []
+    for stmt in pp["variables"]:
+        spec = _var_spec(stmt)
+        if spec is None:
+            variables.append({"symbol": "x", "shape": [], "type": "continuous"})
+            continue
+        variables.append(spec[0])
+        aux += spec[1]
+    constraints = list(pp["constraints"]) + aux
+    if call.plan.kind in ("syntax_error", "runtime_error") and constraints:
+        constraints[0] = model._faulty(constraints[0], "\n".join(pp["data"] + pp["variables"]), call.plan.kind,
+                                       call.seed, call.problem.id)
+    return OptimusPlan(params, variables, constraints, pp["objective"], pp["sense"])
+
+
+def _shown(call: StageCall, head: str) -> str:
+    """The first paragraph under a ``## <head>`` heading of the prompt."""
+    return _section(user_text(call), head).strip().split("\n\n")[0]
+
+
+def optimus_parameters(model: SimulatedModel, call: StageCall) -> str:
+    return json.dumps(optimus_plan(model, call).params)
+
+
+def optimus_objective(model: SimulatedModel, call: StageCall) -> str:
+    plan = optimus_plan(model, call)
+    return json.dumps({"description": plan.objective, "sense": plan.sense})
+
+
+def optimus_constraints(model: SimulatedModel, call: StageCall) -> str:
+    return json.dumps(optimus_plan(model, call).constraints)
+
+
+def optimus_redundancy(model: SimulatedModel, call: StageCall) -> str:
+    listed = _shown(call, "Constraints")
+    return listed or "[]"
+
+
+def optimus_confidence(model: SimulatedModel, call: StageCall) -> str:
+    score = 5 if rng(call, "conf", _shown(call, "Constraint")).random() < 0.9 else 3
+    return f"{score} OUT OF 5: the problem states it."
+
+
+def optimus_modify(model: SimulatedModel, call: StageCall) -> str:
+    return json.dumps({"action": "keep", "constraint": _shown(call, "Constraint")})
+
+
+def optimus_formulate(model: SimulatedModel, call: StageCall) -> str:
+    plan = optimus_plan(model, call)
+    return json.dumps({"formulation": _shown(call, "Constraint"), "new_variables": plan.variables,
+                       "auxiliary_constraints": []})
+
+
+def optimus_formulate_objective(model: SimulatedModel, call: StageCall) -> str:
+    plan = optimus_plan(model, call)
+    return json.dumps({"formulation": plan.objective, "sense": plan.sense, "new_variables": plan.variables})
+
+
+def optimus_code(model: SimulatedModel, call: StageCall) -> str:
+    return "```python\n" + _shown(call, "Constraint") + "\n```\n"
+
+
+def optimus_code_objective(model: SimulatedModel, call: StageCall) -> str:
+    return "```python\nmodel.setObjective(" + _shown(call, "Objective") + ")\n```\n"
+
+
+def optimus_debug(model: SimulatedModel, call: StageCall) -> str:
+    """A whole-program rewrite: fixed (the intended program; the reference from the second debug
+    on) with ``p_repair``, else the program shown, unchanged."""
+    text = user_text(call)
+    shown = code_blocks(text)
+    m = re.search(r"^## Debug attempt (\d+)", text, re.M)
+    attempt = int(m.group(1)) if m else 1
+    if rng(call, "debug", text).random() < model.skill.p_repair:
+        code = call.problem.reference if attempt >= 2 else intended_program(model, call)
+    else:
+        code = shown[-1] if shown else first_program(model, call)
+    return _reply("Fix the program.", code=code)
+
+
+for _stage, _fn in {
+    "parameters": optimus_parameters, "objective": optimus_objective, "constraints": optimus_constraints,
+    "redundancy": optimus_redundancy, "confidence": optimus_confidence, "modify": optimus_modify,
+    "formulate": optimus_formulate, "check": lambda m, c: "yes, it matches the constraint.",
+    "formulate_objective": optimus_formulate_objective, "code": optimus_code, "code_objective": optimus_code_objective,
+    "debug": optimus_debug,
+}.items():
+    register_stage("optimus", _stage, _fn)
