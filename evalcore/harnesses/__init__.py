@@ -10,9 +10,9 @@ from evalcore.harnesses.base import Budgets, Executor, Harness, HarnessContext, 
 from evalcore.harnesses.direct import HARNESS as DIRECT
 from evalcore.harnesses.opticycle import HARNESS as OPTICYCLE
 from evalcore.harnesses.optistate import HARNESS as OPTISTATE
-from evalcore.harnesses import cafa, coe, optimus, ormind, reflexion  # the adapted baselines
+from evalcore.harnesses import autoformulation, cafa, coe, optimus, ormind, reflexion  # the six baselines
 
-BASELINES = tuple(m.HARNESS for m in (cafa, reflexion, coe, optimus, ormind))
+BASELINES = tuple(m.HARNESS for m in (cafa, reflexion, coe, optimus, autoformulation, ormind))
 HARNESSES: dict[str, Harness] = {h.name: h for h in (DIRECT, OPTICYCLE, OPTISTATE, *BASELINES)}
 
 

@@ -24,6 +24,16 @@ from evalcore.records import STATUS_NO_SUBMISSION, STATUS_SUBMITTED, Submission,
 from evalcore.sandbox.types import ExecResult
 
 STATUS_ANSWERS = ("infeasible", "unbounded")
+# solve + submit footer of the PuLP templates (OptiMUS, AutoFormulation): the model object is `model`
+PULP_FOOTER = """model.solve(pulp.PULP_CBC_CMD(msg=0))
+_status = pulp.LpStatus[model.status]
+if _status == "Optimal":
+    submit(pulp.value(model.objective))
+elif _status in ("Infeasible", "Unbounded"):
+    submit(_status.lower())
+else:
+    raise RuntimeError(f"CBC status {_status}")
+"""
 _JSON_FENCE = re.compile(r"```(?:json)?[^\n]*\n(.*?)```", re.S)
 
 

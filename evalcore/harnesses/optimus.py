@@ -26,7 +26,7 @@ import json
 import re
 from typing import Any
 
-from evalcore.harnesses._baseline import Baseline, feedback, json_object, python_code
+from evalcore.harnesses._baseline import PULP_FOOTER, Baseline, feedback, json_object, python_code
 from evalcore.harnesses._common import Meter
 from evalcore.harnesses.base import HarnessContext
 from evalcore.problems import ProblemSpec
@@ -38,15 +38,6 @@ _SCORE = re.compile(r"(\d)\s*OUT OF\s*5", re.I)
 _IDENT = re.compile(r"^[A-Za-z_]\w*$")
 _CATS = {"continuous": "Continuous", "integer": "Integer", "binary": "Binary"}
 
-FOOTER = """model.solve(pulp.PULP_CBC_CMD(msg=0))
-_status = pulp.LpStatus[model.status]
-if _status == "Optimal":
-    submit(pulp.value(model.objective))
-elif _status in ("Infeasible", "Unbounded"):
-    submit(_status.lower())
-else:
-    raise RuntimeError(f"CBC status {_status}")
-"""
 
 
 def data_lines(params: dict[str, Any]) -> list[str]:
@@ -87,7 +78,7 @@ def assemble(params: dict[str, Any], variables: list[dict[str, Any]], sense: str
     lp_sense = "pulp.LpMaximize" if sense.lower().startswith("max") else "pulp.LpMinimize"
     parts = ["import json", "import math", "import pulp", *data_lines(params),
              f'model = pulp.LpProblem("optimus", {lp_sense})', *variable_lines(variables),
-             *[s.rstrip("\n") for s in snippets], objective.rstrip("\n"), FOOTER]
+             *[s.rstrip("\n") for s in snippets], objective.rstrip("\n"), PULP_FOOTER]
     return "\n".join(parts)
 
 

@@ -679,3 +679,116 @@ for _stage, _fn in {
     "debug": optimus_debug,
 }.items():
     register_stage("optimus", _stage, _fn)
+
+
+# -- AutoFormulation ------------------------------------------------------------------------------
+
+AF_LEVELS = ("parameters", "variables", "objective", "equalities", "inequalities")
+_CAND_LINE = re.compile(r"^## Candidate (\d+) of (\d+)", re.M)
+_NUMBER = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)(?![\w.])")
+
+
+def af_truth(model: SimulatedModel, call: StageCall) -> dict[str, str]:
+    """The component per level of the program the plan intends (PuLP), else of a generic LP."""
+    parts = planned_parts(model, call) or parts_of(call.problem.reference)
+    if parts is None:
+        from evalcore.models.simulated import generic_program
+
+        parts = parts_of(generic_program(call.problem.question))
+    pp = pulp_parts(parts)
+    eq = [c for c in pp["constraints"] if "==" in c]
+    ineq = [c for c in pp["constraints"] if "==" not in c]
+    sense = "LpMaximize" if pp["sense"] == "maximize" else "LpMinimize"
+    return {
+        "parameters": "\n".join(pp["data"]) or "# none",
+        "variables": "\n".join(pp["variables"]),
+        "objective": f"model.sense = pulp.{sense}\nmodel.setObjective({pp['objective']})",
+        "equalities": "\n".join(eq) or "# none",
+        "inequalities": "\n".join(ineq) or "# none",
+    }
+
+
+def af_wrong(level: str, code: str, r: Any) -> str:
+    """A plausible wrong component: a changed number, sense, comparator or category, or a dropped line."""
+    if level == "objective" and r.random() < 0.5:
+        return code.replace("LpMaximize", "LpMINIMIZE").replace("LpMinimize", "LpMaximize").replace("LpMINIMIZE", "LpMinimize")
+    if level == "variables" and re.search(r"Integer|Binary", code):
+        return re.sub(r"[\"'](Integer|Binary)[\"']", '"Continuous"', code)
+    if level in ("equalities", "inequalities"):
+        lines = code.splitlines()
+        idx = [i for i, l in enumerate(lines) if re.search(r"<=|>=|==", l)]
+        if idx:
+            i = r.choice(idx)
+            if r.random() < 0.5 and len(idx) > 1 and not lines[i].startswith(" "):
+                del lines[i]
+            else:
+                lines[i] = re.sub(r"<=|>=|==", lambda m: {"<=": ">=", ">=": "<=", "==": "<="}[m.group(0)], lines[i], count=1)
+            return "\n".join(lines)
+    nums = list(_NUMBER.finditer(code))
+    if nums:
+        m = r.choice(nums)
+        v = float(m.group(1))
+        new = str(int(v) + max(1, round(abs(v) * 0.2))) if "." not in m.group(1) else str(round(v * 1.25, 6))
+        return code[: m.start()] + new + code[m.end():]
+    return code + "\n# (unchanged)"
+
+
+def af_expand(level: str):
+    def handler(model: SimulatedModel, call: StageCall) -> str:
+        truth = af_truth(model, call)[level]
+        m = _CAND_LINE.search(user_text(call))
+        k = int(m.group(1)) if m else 1
+        r = rng(call, "candidate", level, k, _section(user_text(call), "Formulation so far"))
+        code = truth if r.random() < bskill(model).p_component else af_wrong(level, truth, r)
+        return "```python\n" + code.rstrip("\n") + "\n```\n"
+    return handler
+
+
+_CAND_BLOCK = re.compile(r"^### Candidate (\d+)\n```python\n(.*?)```", re.S | re.M)
+
+
+def _same(a: str, b: str) -> bool:
+    return _norm(a) == _norm(b)
+
+
+def af_rank(model: SimulatedModel, call: StageCall) -> str:
+    text = user_text(call)
+    level = next((lv for lv in AF_LEVELS if f"({lv})" in text), "inequalities")
+    truth = af_truth(model, call)[level]
+    r = rng(call, "rank", text)
+    good = r.random() < bskill(model).p_rank
+    scores = []
+    for _, code in _CAND_BLOCK.findall(text):
+        right = _same(code, truth)
+        scores.append(round((0.9 if right else 0.3) if good else r.random(), 3))
+    return json.dumps(scores)
+
+
+def af_group(model: SimulatedModel, call: StageCall) -> str:
+    groups: dict[str, list[int]] = {}
+    for i, code in _CAND_BLOCK.findall(user_text(call)):
+        groups.setdefault(_norm(code), []).append(int(i))
+    return json.dumps(list(groups.values()))
+
+
+def af_compare(model: SimulatedModel, call: StageCall) -> str:
+    text = user_text(call)
+    truth = af_truth(model, call)
+    blocks = code_blocks(text)
+    a, b = (blocks + ["", ""])[:2]
+
+    def score(code: str) -> int:
+        have = _norm(code)
+        return sum(1 for c in truth.values() if _norm(c) and _norm(c) in have)
+
+    better = "A" if score(a) >= score(b) else "B"
+    if rng(call, "judge", text).random() >= bskill(model).p_judge:
+        better = "B" if better == "A" else "A"
+    return f"Comparing both formulations with the problem statement.\n{better}\n"
+
+
+for _level in AF_LEVELS:
+    register_stage("autoformulation", _level, af_expand(_level))
+register_stage("autoformulation", "rank", af_rank)
+register_stage("autoformulation", "group", af_group)
+register_stage("autoformulation", "compare", af_compare)
