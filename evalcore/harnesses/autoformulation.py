@@ -195,7 +195,7 @@ class AutoFormulation(Baseline):
         baselines: list[Node] = []
         terminals: list[Node] = []
         try:
-            for rollout in range(1, N_ROLLOUTS + 1):
+            for rollout in range(1, min(N_ROLLOUTS, ctx.budgets.max_turns) + 1):
                 path = [root]
                 node = root
                 while not node.terminal:

@@ -141,18 +141,19 @@ class OptiMUS(Baseline):
                                                objective=str(obj_form.get("formulation", ""))), 0, "code objective",
                                  stage="code_objective")
         program = assemble(params, list(variables.values()), sense, snippets, python_code(reply.text) or "")
-        for attempt in range(MAX_DEBUG + 1):
+        max_debug = max(0, min(MAX_DEBUG, ctx.budgets.max_turns - 1))
+        for attempt in range(max_debug + 1):
             result = await self.execute(ctx, traj, attempt + 1, program)
             if result.outcome == "ok" and result.submission is not None:
                 self.answer(traj, result)  # the first program that ran successfully
                 return
-            if attempt == MAX_DEBUG:
+            if attempt == max_debug:
                 break
-            reply = await meter.call(self.messages(ctx, "debug", attempt=attempt + 1, max_attempts=MAX_DEBUG, question=q, code=program,
+            reply = await meter.call(self.messages(ctx, "debug", attempt=attempt + 1, max_attempts=max_debug, question=q, code=program,
                                                    error=feedback(result, ctx.budgets.summary_chars)),
                                      attempt + 1, "debug", stage="debug")
             program = python_code(reply.text) or program
-        traj.errors.append(f"no program ran successfully after {MAX_DEBUG} debug calls")
+        traj.errors.append(f"no program ran successfully after {max_debug} debug calls")
 
 
 def _add_variables(variables: dict[str, dict[str, Any]], new: Any) -> None:
