@@ -12,15 +12,16 @@ from evalcore.harnesses.opticycle import HARNESS as OPTICYCLE
 from evalcore.harnesses.optistate import HARNESS as OPTISTATE
 from evalcore.harnesses import autoformulation, cafa, coe, optimus, ormind, reflexion  # the six baselines
 
-BASELINES = tuple(m.HARNESS for m in (cafa, reflexion, coe, optimus, autoformulation, ormind))
-HARNESSES: dict[str, Harness] = {h.name: h for h in (DIRECT, OPTICYCLE, OPTISTATE, *BASELINES)}
+HARNESSES: dict[str, Harness] = {h.name: h for h in (DIRECT, OPTICYCLE, OPTISTATE)}  # the study's own
+# the six adapted baselines of Table 1 (issue 18), looked up by get_harness like the above
+BASELINES: dict[str, Harness] = {m.HARNESS.name: m.HARNESS for m in (cafa, reflexion, coe, optimus, autoformulation, ormind)}
 
 
 def get_harness(name: str) -> Harness:
     try:
-        return HARNESSES[name]
+        return HARNESSES[name] if name in HARNESSES else BASELINES[name]
     except KeyError:
-        raise KeyError(f"unknown harness {name!r}; known: {sorted(HARNESSES)}") from None
+        raise KeyError(f"unknown harness {name!r}; known: {sorted(HARNESSES) + sorted(BASELINES)}") from None
 
 
-__all__ = ["HARNESSES", "get_harness", "Budgets", "Executor", "Harness", "HarnessContext", "SessionHandle"]
+__all__ = ["HARNESSES", "BASELINES", "get_harness", "Budgets", "Executor", "Harness", "HarnessContext", "SessionHandle"]
