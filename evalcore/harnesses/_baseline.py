@@ -11,6 +11,7 @@ the sweep's solvers (PuLP / PySCIPOpt / SciPy) instead of gurobipy and call the 
 """
 from __future__ import annotations
 
+import ast
 import json
 import re
 import time
@@ -58,6 +59,38 @@ def json_object(text: str) -> Any:
         except (json.JSONDecodeError, ValueError):
             continue
     return None
+
+
+_ARITH_OPS = {ast.Add: "__add__", ast.Sub: "__sub__", ast.Mult: "__mul__", ast.Div: "__truediv__", ast.Pow: "__pow__"}
+
+
+def to_sympy(expr: str) -> Any:
+    """A sympy expression for plain arithmetic over names and numbers, built from the AST without
+    ``eval`` (model-written text never reaches sympify); None for anything else (calls,
+    attributes, subscripts, comparisons)."""
+    import sympy
+
+    try:
+        tree = ast.parse(expr.strip(), mode="eval")
+    except SyntaxError:
+        return None
+
+    def build(node: ast.AST) -> Any:
+        if isinstance(node, ast.BinOp) and type(node.op) in _ARITH_OPS:
+            return getattr(build(node.left), _ARITH_OPS[type(node.op)])(build(node.right))
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+            v = build(node.operand)
+            return -v if isinstance(node.op, ast.USub) else v
+        if isinstance(node, ast.Name):
+            return sympy.Symbol(node.id)
+        if isinstance(node, ast.Constant) and type(node.value) in (int, float):
+            return sympy.Rational(str(node.value)) if isinstance(node.value, float) else sympy.Integer(node.value)
+        raise ValueError(type(node).__name__)
+
+    try:
+        return build(tree.body)
+    except (ValueError, TypeError, ZeroDivisionError):
+        return None
 
 
 def numeric(value: Any) -> bool:

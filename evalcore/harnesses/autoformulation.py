@@ -29,7 +29,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from evalcore.harnesses._baseline import PULP_FOOTER, Baseline, json_object, python_code, run_succeeded
+from evalcore.harnesses._baseline import PULP_FOOTER, Baseline, json_object, python_code, run_succeeded, to_sympy
 from evalcore.harnesses._common import BudgetSpent, Meter
 from evalcore.harnesses.base import HarnessContext
 from evalcore.problems import ProblemSpec
@@ -65,20 +65,21 @@ class Node:
 
 # -- deduplication --------------------------------------------------------------------------------
 
-_SAFE = re.compile(r"^[\w\s.+\-*/()\[\],]+$")
 _CMP = re.compile(r"(<=|>=|==)")
 
 
 def _sympy_key(expr: str) -> str | None:
-    """A canonical string of an arithmetic expression (sympy), or None when it is not plain arithmetic."""
-    if not _SAFE.match(expr) or "__" in expr or "." in re.sub(r"\d\.\d", "", expr):
-        return None
-    try:
-        import sympy
+    """A canonical string of an arithmetic expression (sympy; subscripts ``x[i]`` read as names),
+    or None when it is not plain arithmetic."""
+    import sympy
 
-        return sympy.srepr(sympy.expand(sympy.sympify(expr.replace("[", "_").replace("]", "").replace(",", "_"))))
-    except Exception:  # noqa: BLE001  (anything sympy cannot read keeps its text)
-        return None
+    e = to_sympy(_flat(expr))
+    return None if e is None else sympy.srepr(sympy.expand(e))
+
+
+def _flat(expr: str) -> str:
+    """``x[1, 2]`` -> ``x_1_2`` so indexed variables are plain names for sympy."""
+    return re.sub(r"\[\s*([\w\s,]+?)\s*\]", lambda m: "_" + "_".join(p.strip() for p in m.group(1).split(",")), expr)
 
 
 def _constraint_key(line: str) -> str:
@@ -129,13 +130,10 @@ def _sympy_constraints(code: str) -> list[tuple[str, Any]] | None:
         if len(parts) != 3 or "for " in line:
             return None
         lhs, op, rhs = (p.strip() for p in parts)
-        if not all(_SAFE.match(s) and "__" not in s and "." not in re.sub(r"\d\.\d", "", s) for s in (lhs, rhs)):
+        expr = to_sympy(_flat(f"({lhs}) - ({rhs})"))
+        if expr is None:
             return None
-        try:
-            expr = sympy.sympify(f"({lhs}) - ({rhs})".replace("[", "_").replace("]", "").replace(",", "_"))
-        except Exception:  # noqa: BLE001
-            return None
-        out.append((op, expr))
+        out.append((op, sympy.expand(expr)))
     return out
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 
-from evalcore.harnesses._baseline import Baseline, json_object
+from evalcore.harnesses._baseline import Baseline, json_object, to_sympy
 from evalcore.harnesses._common import Meter
 from evalcore.harnesses.base import HarnessContext
 from evalcore.problems import ProblemSpec
@@ -43,7 +43,6 @@ else:
 
 _GLUED = re.compile(r"\)\s*(?=m\.(addVar|addVars|addCons|addConstr|setObjective)\()")
 _STRICT = re.compile(r"(?<![<>=!])([<>])(?!=)")
-_SAFE_EXPR = re.compile(r"^[\w\s.+\-*/()]+$")
 
 
 def code_of(text: str) -> str:
@@ -71,22 +70,19 @@ def clean_code(code: str) -> str:
 
 
 def _linearize(expr: str) -> str | None:
-    """``a/b <= c`` -> ``a - c*b <= 0`` (sympy, denominator assumed positive); None to keep."""
+    """``a/b <= c`` -> ``a - c*b <= 0`` (sympy, denominator assumed positive as in CAFA); an
+    objective is expanded. None keeps the line (anything but plain arithmetic over names)."""
     import sympy
 
     m = re.match(r"^(.*?)(<=|>=|==)(.*)$", expr)
-    sides = (m.group(1), m.group(3)) if m else (expr, "0")
-    if not all(_SAFE_EXPR.match(s) and "__" not in s for s in sides):
-        return None  # only plain arithmetic over names is handed to sympy
-    try:
-        lhs, rhs = (sympy.sympify(s) for s in sides)
-    except (sympy.SympifyError, SyntaxError, TypeError, ValueError):
+    sides = [to_sympy(s) for s in ((m.group(1), m.group(3)) if m else (expr,))]
+    if any(s is None for s in sides):
         return None
-    num, den = sympy.fraction(sympy.together(lhs - rhs))
     if m is None:  # an objective: expand (divisions by constants become coefficients)
-        return str(sympy.expand(lhs))
+        return str(sympy.expand(sides[0]))
+    num, den = sympy.fraction(sympy.together(sides[0] - sides[1]))
     if not den.free_symbols:
-        num, den = sympy.expand(num / den), 1
+        num = sympy.expand(num / den)
     return f"{sympy.expand(num)} {m.group(2)} 0"
 
 

@@ -66,3 +66,11 @@ def test_reflexion_a_status_answer_is_feedback_and_kept_as_last_resort(run_harne
     model = ScriptedModel({"generate": program("infeasible"), "reflect": "R", "regenerate": program("infeasible")})
     t = run_harness("reflexion", P, model, budgets=Budgets(max_calls=5, max_turns=3))
     assert len(t.execs) == 3 and t.submission.raw == "infeasible"
+
+
+def test_sympy_never_evaluates_model_text():
+    from evalcore.harnesses._baseline import to_sympy
+
+    assert to_sympy("exit()") is None and to_sympy("open(1).read") is None and to_sympy("x.__class__") is None
+    assert simplify_code("m.addCons(exit() / x <= 1)\n") == "m.addCons(exit() / x <= 1)\n"  # kept as written
+    assert str(to_sympy("x / (x + y) - 0.3")) == "x/(x + y) - 3/10"
