@@ -11,7 +11,8 @@ and its comment joins the pool. The Reducer (``reducer``) writes the final progr
 comments; it runs. A crash (or no submission) is a failure: the experts of this trial are asked
 LIFO (``backward``) whether they caused it; the first that claims it has its comment replaced by
 its refined result and the next trial starts. A clean run ends the loop.
-At most 3 x (3 x 2 + 1 + 3) = 30 calls (the method budget is baselines.md's 45).
+At most 3 x (3 x 2 + 1) + 2 x 3 = 27 calls (no backward pass after the last trial; the method
+budget is baselines.md's 45, an upper bound that also covers the public Evaluator calls we drop).
 Final answer: the run of the last Reducer program.
 Adaptations (baselines.md, "inf."): the generic ``submit()`` interface instead of the dataset's
 function stub, so the Evaluator's LLM-written test input is not needed: the sandbox run is the
