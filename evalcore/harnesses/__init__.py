@@ -13,15 +13,19 @@ from evalcore.harnesses.llmopt import HARNESS as LLMOPT
 from evalcore.harnesses.optistate import HARNESS as OPTISTATE
 from evalcore.harnesses.orlm import HARNESS as ORLM
 from evalcore.harnesses.sirl import HARNESS as SIRL
+from evalcore.harnesses import autoformulation, cafa, coe, optimus, ormind, reflexion  # the six baselines
 
+# the study's own harnesses and the post-trained models' protocols
 HARNESSES: dict[str, Harness] = {h.name: h for h in (DIRECT, OPTICYCLE, OPTISTATE, ORLM, SIRL, LLMOPT)}
+# the six adapted baselines of Table 1, looked up by get_harness like the above
+BASELINES: dict[str, Harness] = {m.HARNESS.name: m.HARNESS for m in (cafa, reflexion, coe, optimus, autoformulation, ormind)}
 
 
 def get_harness(name: str) -> Harness:
     try:
-        return HARNESSES[name]
+        return HARNESSES[name] if name in HARNESSES else BASELINES[name]
     except KeyError:
-        raise KeyError(f"unknown harness {name!r}; known: {sorted(HARNESSES)}") from None
+        raise KeyError(f"unknown harness {name!r}; known: {sorted(HARNESSES) + sorted(BASELINES)}") from None
 
 
-__all__ = ["HARNESSES", "get_harness", "Budgets", "Executor", "Harness", "HarnessContext", "SessionHandle"]
+__all__ = ["HARNESSES", "BASELINES", "get_harness", "Budgets", "Executor", "Harness", "HarnessContext", "SessionHandle"]

@@ -574,6 +574,7 @@ class StageCall:
     plan: Plan
     seed: int
     conv: Conversation
+    messages: tuple = ()  # the call's messages (stages that read their prompt's material)
 
 
 # (model, call) -> completion text
@@ -597,6 +598,7 @@ def stage_handler(harness: str, stage: str) -> StageHandler:
     if (harness, stage) not in STAGE_HANDLERS and not _HARNESSES_IMPORTED:
         _HARNESSES_IMPORTED = True
         import evalcore.harnesses  # noqa: F401  (registers the harness modules' handlers)
+        import evalcore.models.sim_baselines  # noqa: F401  (the six baselines' stages)
     return STAGE_HANDLERS.get((harness, stage)) or STAGE_HANDLERS[DEFAULT_STAGE]
 
 
@@ -734,7 +736,7 @@ class SimulatedModel:
             plan = Plan("generic", "correct", self.policy == "never_submit", False)
         else:
             plan = self.plan(problem.id, seed)
-        return stage_handler(conv.harness, conv.stage)(self, StageCall(problem, plan, seed, conv))
+        return stage_handler(conv.harness, conv.stage)(self, StageCall(problem, plan, seed, conv, tuple(messages)))
 
     def formulation_reply(self, call: StageCall) -> str:
         """OptiState's formulate stage: the formulation read off the reference program."""
