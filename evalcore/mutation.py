@@ -226,3 +226,17 @@ def mutate(src: str, rng: random.Random, ops: tuple[str, ...] = MUTATION_OPS) ->
     if out == src:
         out = src.replace("submit(", "submit(1.1 * ", 1)
     return out, "scale_submission"
+
+
+def apply_operator(src: str, op: str, rng: random.Random) -> str | None:
+    """``src`` with the single operator ``op`` injected, or None when it does not apply (no
+    site for it, the source does not parse, or the result would not compile or not differ).
+    Unlike :func:`mutate` there is no fallback: a hard negative must come from the named
+    operator (SemOPT 3.1 injects each sampled operator independently)."""
+    if op not in _OPS:
+        raise ValueError(f"unknown mutation operator {op!r}; known {list(MUTATION_OPS)}")
+    try:
+        out = _OPS[op](src, rng)
+    except (SyntaxError, ValueError):
+        return None
+    return out if out is not None and out != src and compiles(out) else None
