@@ -259,6 +259,8 @@ class MethodConfig:
     limits: MethodLimitsOverrides = field(default_factory=MethodLimitsOverrides)
     # per-stage request overrides: {stage: {temperature, top_p, top_k, max_tokens, extra_body}}
     stages: Dict[str, Any] = field(default_factory=dict)
+    # the harness's own parameters (e.g. semopt's search and critic), handed to it as ctx.params
+    params: Dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
