@@ -365,6 +365,7 @@ class StageCall:
     plan: Plan
     seed: int
     conv: Conversation
+    messages: tuple[Message, ...] = ()  # the call's messages, for handlers that read what they are asked
 
 
 # (model, call) -> completion text
@@ -525,7 +526,7 @@ class SimulatedModel:
             plan = Plan("generic", "correct", self.policy == "never_submit", False)
         else:
             plan = self.plan(problem.id, seed)
-        return stage_handler(conv.harness, conv.stage)(self, StageCall(problem, plan, seed, conv))
+        return stage_handler(conv.harness, conv.stage)(self, StageCall(problem, plan, seed, conv, tuple(messages)))
 
     def formulation_reply(self, call: StageCall) -> str:
         """OptiState's formulate stage: the formulation read off the reference program."""
