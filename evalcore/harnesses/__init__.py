@@ -12,9 +12,10 @@ from evalcore.harnesses.opticycle import HARNESS as OPTICYCLE
 from evalcore.harnesses.llmopt import HARNESS as LLMOPT
 from evalcore.harnesses.optistate import HARNESS as OPTISTATE
 from evalcore.harnesses.orlm import HARNESS as ORLM
+from evalcore.harnesses.semopt import HARNESS as SEMOPT
 from evalcore.harnesses.sirl import HARNESS as SIRL
 
-HARNESSES: dict[str, Harness] = {h.name: h for h in (DIRECT, OPTICYCLE, OPTISTATE, ORLM, SIRL, LLMOPT)}
+HARNESSES: dict[str, Harness] = {h.name: h for h in (DIRECT, OPTICYCLE, OPTISTATE, ORLM, SIRL, LLMOPT, SEMOPT)}
 
 
 def get_harness(name: str) -> Harness:
