@@ -273,6 +273,11 @@ class SemOPT:
     name = "semopt"
     prompt_dir = PROMPTS
 
+    @staticmethod
+    def check_params(params: Mapping[str, Any] | None) -> None:
+        """Raise ValueError naming the bad ``params.<key>`` (the config loader calls this)."""
+        SemOptParams.from_config(params)
+
     async def run(self, problem: ProblemSpec, ctx: HarnessContext) -> Trajectory:
         if ctx.extraction != "submit":
             raise ValueError(f"{self.name}: extraction profile must be 'submit', got {ctx.extraction!r}")

@@ -24,7 +24,7 @@ def _graded(traj, key) -> bool:
 
 
 def test_registry():
-    assert set(HARNESSES) == {"direct", "opticycle", "optistate", "orlm", "sirl", "llmopt"}
+    assert set(HARNESSES) == {"direct", "opticycle", "optistate", "orlm", "sirl", "llmopt", "semopt"}
     assert get_harness("opticycle").name == "opticycle"
     with pytest.raises(KeyError, match="known"):
         get_harness("nope")
