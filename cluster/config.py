@@ -260,6 +260,8 @@ class MethodConfig:
     limits: MethodLimitsOverrides = field(default_factory=MethodLimitsOverrides)
     # per-stage request overrides: {stage: {temperature, top_p, top_k, max_tokens, extra_body}}
     stages: Dict[str, Any] = field(default_factory=dict)
+    # the harness's own parameters (e.g. semopt's search and critic), handed to it as ctx.params
+    params: Dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -598,7 +600,21 @@ def _build_method_config(name: str) -> DictConfig:
         bad = sorted(set(over) - set(STAGE_SAMPLING_KEYS))
         _check(not bad, f"stages.{stage}.{bad[0] if bad else ''} [{path}]",
                f"unknown request field; allowed {list(STAGE_SAMPLING_KEYS)}")
+    _check_params(node, path)
     return node
+
+
+def _check_params(node: DictConfig, path: Path) -> None:
+    """A harness that states its parameters (``check_params``) validates ``params`` here, so a
+    typo fails at config load with the file named, not in every trajectory."""
+    from evalcore.harnesses import HARNESSES
+
+    check = getattr(HARNESSES.get(str(node.harness)), "check_params", None)
+    if check is not None:
+        try:
+            check(as_plain(node.params))
+        except ValueError as exc:
+            raise ConfigError(f"{exc} [{path}]") from None
 
 
 def benchmark_config(slug: str) -> DictConfig:

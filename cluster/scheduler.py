@@ -323,7 +323,7 @@ class Dispatcher:
             extraction=str(me.get("extraction", "submit")), problem=self.prep.problems[(item.benchmark, item.problem_id)],
             sample=int(item.sample), sampling=sampling, budgets=budgets, endpoint=ep,
             stages=dict(me.get("stages") or {}), solvers=tuple(self.prep.cfg.solvers),
-            prompt=_contract(self.prep.model_cfgs[item.model]))
+            prompt=_contract(self.prep.model_cfgs[item.model]), params=dict(me.get("params") or {}))
 
     async def _attempt(self, task: Any) -> tuple[Any | None, str | None]:
         """One remote run: (trajectory, None) or (partial trajectory or None, failure reason)."""

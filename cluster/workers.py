@@ -47,6 +47,7 @@ class TrajectoryTask:
     stages: dict[str, Any] = field(default_factory=dict)  # per-stage request overrides (method config)
     solvers: tuple[str, ...] = PAPER_SOLVERS  # what the prompts offer
     prompt: dict[str, Any] = field(default_factory=dict)  # the model's prompt contract (model config)
+    params: dict[str, Any] = field(default_factory=dict)  # the harness's own parameters (method config)
 
 
 @dataclass
@@ -126,7 +127,7 @@ class HarnessWorker:
         ctx = HarnessContext(
             model=model, executor=executor, sampling=task.sampling,
             sample=task.sample, budgets=task.budgets, model_name=task.model, method=task.method,
-            extraction=task.extraction, stages=task.stages, solvers=task.solvers,
+            extraction=task.extraction, stages=task.stages, solvers=task.solvers, params=task.params,
             prompt_contract=PromptContract.from_config(task.prompt) if task.prompt else None,
         )
         start = time.perf_counter()

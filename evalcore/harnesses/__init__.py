@@ -12,6 +12,7 @@ from evalcore.harnesses.opticycle import HARNESS as OPTICYCLE
 from evalcore.harnesses.llmopt import HARNESS as LLMOPT
 from evalcore.harnesses.optistate import HARNESS as OPTISTATE
 from evalcore.harnesses.orlm import HARNESS as ORLM
+from evalcore.harnesses.semopt import HARNESS as SEMOPT
 from evalcore.harnesses.sirl import HARNESS as SIRL
 from evalcore.harnesses import autoformulation, cafa, coe, optimus, ormind, reflexion  # the six baselines
 
@@ -19,13 +20,15 @@ from evalcore.harnesses import autoformulation, cafa, coe, optimus, ormind, refl
 HARNESSES: dict[str, Harness] = {h.name: h for h in (DIRECT, OPTICYCLE, OPTISTATE, ORLM, SIRL, LLMOPT)}
 # the six adapted baselines of Table 1, looked up by get_harness like the above
 BASELINES: dict[str, Harness] = {m.HARNESS.name: m.HARNESS for m in (cafa, reflexion, coe, optimus, autoformulation, ormind)}
+# search-based methods (SemOPT, papers/003): tens of calls per trajectory, tested on their own
+SEARCH: dict[str, Harness] = {SEMOPT.name: SEMOPT}
 
 
 def get_harness(name: str) -> Harness:
     try:
-        return HARNESSES[name] if name in HARNESSES else BASELINES[name]
+        return {**HARNESSES, **BASELINES, **SEARCH}[name]
     except KeyError:
-        raise KeyError(f"unknown harness {name!r}; known: {sorted(HARNESSES) + sorted(BASELINES)}") from None
+        raise KeyError(f"unknown harness {name!r}; known: {sorted({**HARNESSES, **BASELINES, **SEARCH})}") from None
 
 
-__all__ = ["HARNESSES", "BASELINES", "get_harness", "Budgets", "Executor", "Harness", "HarnessContext", "SessionHandle"]
+__all__ = ["HARNESSES", "BASELINES", "SEARCH", "get_harness", "Budgets", "Executor", "Harness", "HarnessContext", "SessionHandle"]

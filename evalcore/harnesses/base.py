@@ -94,6 +94,8 @@ class HarnessContext:
     stages: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     solvers: tuple[str, ...] = PAPER_SOLVERS  # what the prompts offer (evalcore.solvers)
     prompt_contract: Any = None  # evalcore.models.contract.PromptContract of the model, or None
+    # the harness's own parameters from the method config (``params:``), e.g. semopt's search settings
+    params: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def seed(self) -> int:

@@ -1,0 +1,32 @@
+"""configs/methods/semopt*.yaml load through cluster.config, and bad params fail at load (issue 19)."""
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from cluster import config as cconf
+from evalcore.harnesses.semopt import SemOptParams
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.parametrize("name, gate, kind", [("semopt", True, "llm"), ("semopt_nogate", False, "llm"),
+                                              ("semopt_rm", True, "reward_model")])
+def test_shipped_semopt_methods_load_with_the_paper_values(name, gate, kind):
+    params = SemOptParams.from_config(cconf.as_plain(cconf.method_config(name).params))
+    assert (params.expansion, params.reflections, params.tau) == (4, 3, 0.6)  # paper: H, K, tau
+    assert params.gate is gate and params.critic.kind == kind
+    assert cconf.method_config(name).harness == "semopt"
+
+
+def test_a_bad_param_fails_at_load_naming_key_and_file(tmp_path, monkeypatch):
+    d = tmp_path / "configs"
+    shutil.copytree(REPO / "configs", d)
+    text = (d / "methods" / "semopt.yaml").read_text().replace("  tau: 0.6 ", "  tau: 6.0 ")
+    (d / "methods" / "semopt_bad.yaml").write_text(text.replace("name: semopt\n", "name: semopt_bad\n"))
+    monkeypatch.setenv("OPTEVAL_CONFIGS", str(d))
+    with pytest.raises(cconf.ConfigError) as err:
+        cconf.method_config("semopt_bad")
+    assert "params.tau must be a number in [0, 1]" in str(err.value) and "semopt_bad.yaml" in str(err.value)
