@@ -273,6 +273,10 @@ class StopState:
             return  # signal handlers only work on the main thread (tests drive sweeps from others)
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, self.trip, sig)
+        from cluster import signals
+
+        if signals.pending():  # arrived during startup, after the last checkpoint
+            self.trip(signals.pending())
 
     def uninstall(self, loop: asyncio.AbstractEventLoop) -> None:
         if threading.current_thread() is not threading.main_thread():
@@ -624,19 +628,45 @@ def start_tracker(prep: Prepared) -> Any:
 
 
 def run_sweep(cfg: Any) -> int:
-    """The whole job: returns the process exit code (0, or 130 when interrupted)."""
+    """The whole job: returns the process exit code (0, or 130 when interrupted).
+
+    A signal during startup (planning, MLflow, ``ray.init``) is recorded by
+    :mod:`cluster.signals` and honoured at the next step: what was started is stopped and
+    the exit code is 130."""
+    from cluster import signals
     from cluster.runtime import connect, disconnect
 
-    prep = prepare(cfg)
-    print(plan_report(prep), flush=True)
-    tracker = start_tracker(prep)
-    stop = None
-    if prep.pending:
-        rt = connect(cfg.cluster.address)
-        try:
-            stop = asyncio.run(drive(prep, tracker)).stop
-        finally:
+    old = signals.install()
+    tracker = rt = None
+    try:
+        signals.step("planning")
+        prep = prepare(cfg)
+        print(plan_report(prep), flush=True)
+        signals.step("starting MLflow")
+        tracker = start_tracker(prep)
+        stop = None
+        if prep.pending:
+            signals.step("starting Ray")
+            rt = connect(cfg.cluster.address)
+            signals.install()  # ray.init replaces the SIGTERM handler (sys.exit) with its own
+            signals.checkpoint()
+            try:
+                stop = asyncio.run(drive(prep, tracker)).stop
+            finally:
+                signals.install()  # the event loop's handlers are gone; keep recording
+                disconnect(rt)
+                rt = None
+    except signals.Interrupted as exc:
+        if tracker is not None:
+            tracker.finish("KILLED")
+        print(f"[sweep] interrupted during startup (signal {exc.signum}): nothing was dispatched; "
+              f"rerun the same command to start (sweep.name={cfg.sweep.name})", flush=True)
+        return EXIT_INTERRUPTED
+    finally:
+        if rt is not None:
             disconnect(rt)
+        signals.restore(old)
+        signals.reset()
     interrupted = stop is not None and stop.signum is not None
     finalize(prep, tracker, interrupted)
     if interrupted:
