@@ -96,6 +96,12 @@ def full_report(cfg: Any, ledger: Ledger, opts: dict[str, Any], tracker: Tracker
     compare = tuple(opts["--compare"].split(",")) if opts["--compare"] else None
     if compare is not None and len(compare) != 2:
         raise UsageError(f"--compare takes two methods A,B; got {opts['--compare']!r}")
+    if compare is not None:
+        known = sorted(plan_df["method"].unique())
+        unknown = [m for m in compare if m not in known]
+        if unknown:
+            raise UsageError(f"--compare: method(s) {', '.join(map(repr, unknown))} not in sweep "
+                             f"{cfg.sweep.name} (its methods: {', '.join(known)})")
     out = Path(opts["--out"]) if opts["--out"] else default_out(ledger)
     report = build_report(table, answer_keys(cfg, sorted(plan_df["benchmark"].unique())), plan_df,
                           model_meta=model_meta(sorted(plan_df["model"].unique())), profile=profile,
@@ -103,6 +109,8 @@ def full_report(cfg: Any, ledger: Ledger, opts: dict[str, Any], tracker: Tracker
     paths = report.write(out)
     print(report.markdown())
     print(f"report written to {out} ({len(paths)} files: report.md, main_table.csv, main_table.tex, plots/)")
+    if len(report.missing):
+        print(f"missing scores: {len(report.missing)}; every key and reason in {out / 'tables' / 'missing.csv'}")
     if tracker is not None:
         tracker.log_report(paths, out)
     return 0
