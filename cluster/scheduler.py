@@ -609,7 +609,7 @@ def finalize(prep: Prepared, tracker: Any = None, interrupted: bool = False) -> 
     print(results_markdown(summary, title), flush=True)
     print(f"[sweep] trajectories (Parquet): {prep.ledger.trajectories_uri}", flush=True)
     if tracker is not None and tracker.active:
-        print(f"[sweep] MLflow runs: {ui_command(tracker.uri)}", flush=True)
+        print(f"[sweep] MLflow runs: {ui_command(tracker.uri, tracker.experiment_id)}", flush=True)
     return summary
 
 

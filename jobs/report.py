@@ -163,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
         tracker.enabled = True  # an explicit --sync-mlflow overrides tracking.enabled=false
         summary = sync_from_ledger(ledger, tracker)
         if tracker.active:
-            print(f"synced {len(tracker.children)} runs to MLflow ({tracker.uri}); UI: {ui_command(tracker.uri)}")
+            print(f"synced {len(tracker.children)} runs to MLflow ({tracker.uri}); UI: {ui_command(tracker.uri, tracker.experiment_id)}")
         else:
             print(f"MLflow sync failed ({tracker.uri}); see the warnings above", file=sys.stderr)
     else:
