@@ -27,6 +27,7 @@ from evalcore.problems import AnswerKey, ProblemSpec
 
 EXIT_INTERRUPTED = 130
 RETRY_BACKOFF_S = 0.5
+ETA_MIN_DONE = 8  # finished trajectories before an ETA is printed
 
 
 # -- preparation (no Ray) ----------------------------------------------------------------
@@ -237,10 +238,12 @@ class Progress:
         self.per[(model, method)][1] += int(bool(correct))
 
     def line(self) -> str:
-        elapsed = max(1e-9, time.monotonic() - self.start)
+        # Rate from the first dispatch (startup and deploys left out), and no ETA from the
+        # first few finishes: right after a resume that gave "eta 3585s".
+        elapsed = max(1e-9, time.monotonic() - (self.first_dispatch or self.start))
         rate = self.done / elapsed
         todo = self.planned - self.already - self.done
-        eta = f"{todo / rate:.0f}s" if rate > 0 else "?"
+        eta = f"{todo / rate:.0f}s" if rate > 0 and (self.done >= ETA_MIN_DONE or todo == 0) else "?"
         total = self.already + self.done
         accs = " ".join(f"{mo}/{me}={c / n:.2f}({n})" for (mo, me), (n, c) in sorted(self.per.items()) if n)
         return (f"[sweep] {total}/{self.planned} ({100 * total / max(1, self.planned):.1f}%) "
@@ -554,7 +557,10 @@ async def drive(prep: Prepared, tracker: Any = None) -> RunResult:
     async def tick_commit() -> None:
         await committer.flush()
 
+    printed = [-1]  # progress.done at the last printed line (the final line is not printed twice)
+
     async def tick_progress() -> None:
+        printed[0] = progress.done
         print(progress.line(), flush=True)
         _track_progress(tracker, progress, planned)
 
@@ -569,7 +575,8 @@ async def drive(prep: Prepared, tracker: Any = None) -> RunResult:
         done.set()
         await asyncio.gather(*bg, return_exceptions=True)
         await committer.flush(force=True)
-        print(progress.line(), flush=True)
+        if progress.done != printed[0]:
+            print(progress.line(), flush=True)
         stop.uninstall(loop)
         stop_actors(workers + execs)
     return RunResult(stop, progress, committer)
@@ -610,6 +617,8 @@ def finalize(prep: Prepared, tracker: Any = None, interrupted: bool = False) -> 
     print(f"[sweep] trajectories (Parquet): {prep.ledger.trajectories_uri}", flush=True)
     if tracker is not None and tracker.active:
         print(f"[sweep] MLflow runs: {ui_command(tracker.uri, tracker.experiment_id)}", flush=True)
+    print(f"[sweep] full report (statistics, plots, missing scores): python jobs/report.py "
+          f"sweep.name={prep.cfg.sweep.name} sweep.output_dir={prep.cfg.sweep.output_dir}", flush=True)
     return summary
 
 
