@@ -89,3 +89,38 @@ def test_a_signal_in_the_first_second_stops_the_run_with_130(tmp_path, sig):
     out, _ = p.communicate(timeout=120)
     assert p.returncode == 130, out[-3000:]
     assert "interrupted during startup" in out and "Traceback" not in out
+
+
+def test_readme_ledger_snippets_divide_by_the_planned_trajectories(tmp_path):
+    """The README's pandas and duckdb snippets, run as written on a ledger with missing rows,
+    give avg@k over the planned trajectories (the report's rule), not over the committed ones."""
+    import re
+
+    from cluster.config import load_config, resolved, sweep_fingerprint
+    from cluster.ledger import Ledger, trajectory_row
+    from cluster.plan import expand_plan
+    from evalcore.records import Submission, Trajectory
+
+    cfg = load_config([f"sweep.output_dir={tmp_path}", "sweep.name=try1", "methods=[direct]", "samples.default=2"])
+    res = resolved(cfg)
+    plan = expand_plan(cfg, {"sample": ["p1", "p2"]})  # 4 planned
+    led = Ledger.open(str(tmp_path), "try1", res, sweep_fingerprint(res))
+    led.record_plan(plan)
+    rows = [trajectory_row(Trajectory(model=p.model, method=p.method, benchmark=p.benchmark, problem_id=p.problem_id,
+                                      sample=p.sample, seed=42, status="submitted", submission=Submission(raw=1.0)),
+                           key=p.key, correct=True, profile="optagentbench", fingerprint=p.fingerprint, sweep="try1",
+                           parsed=1.0) for p in plan[:2]]  # 2 committed (both right), 2 missing
+    led.commit(rows)
+    readme = (REPO / "README.md").read_text()
+    part = readme[readme.index("Reading the ledger yourself"):]
+    blocks = re.findall(r"```python\n(.*?)```", part, re.S)[:2]
+    assert "plan.parquet" in blocks[0] and "plan.parquet" in blocks[1]
+    ns: dict = {}
+    exec(compile(blocks[0].replace("results/try1", str(tmp_path / "try1")), "README-pandas", "exec"), ns)
+    exec(compile(blocks[0].replace("results/try1", str(tmp_path / "try1")).rsplit("\n", 2)[0] +
+                 "\nacc = (correct.reindex(planned.index, fill_value=0) / planned)\n", "README-pandas", "exec"), ns)
+    assert list(ns["acc"]) == [0.5]
+    sql = re.search(r'duckdb.sql\("""(.*?)"""\)', blocks[1], re.S).group(1).replace("results/try1", str(tmp_path / "try1"))
+    import duckdb
+
+    assert duckdb.sql(sql).fetchall() == [("sim-small", "direct", "sample", 0.5, 4, 2)]
