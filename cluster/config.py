@@ -72,6 +72,7 @@ class SamplesSection:
 class DataSection:
     dir: Optional[str] = None
     base_url: Optional[str] = None
+    fetch_missing: bool = True
 
 
 @dataclass
@@ -359,6 +360,7 @@ def load_config(argv: list[str] | None = None) -> DictConfig:
         raise ConfigError(
             f"{bad[0]}: expected key=value (only the first argument may be a YAML file)"
         )
+    _check_list_syntax(argv)
     try:
         dot = OmegaConf.from_dotlist(argv)
     except OmegaConfBaseException as exc:
@@ -366,6 +368,20 @@ def load_config(argv: list[str] | None = None) -> DictConfig:
     cfg = _merge(cfg, dot, "command line")
     _check_values(cfg)
     return cfg
+
+
+LIST_KEYS = ("models", "methods", "benchmarks")
+
+
+def _check_list_syntax(argv: list[str]) -> None:
+    """``models=sim-small`` (no brackets) is the commonest slip; say the fix, not OmegaConf's
+    'AnyNode is not a ListConfig'."""
+    for arg in argv:
+        key, _, value = arg.partition("=")
+        key = key.strip().lstrip("+")
+        if key in LIST_KEYS and not value.strip().startswith("["):
+            raise ConfigError(f"{key}: expected a list in brackets, e.g. {key}=[{value.strip() or '...'}] "
+                              f"(several: {key}=[a,b]) [command line]")
 
 
 def _find_file(arg: str) -> Path:

@@ -111,3 +111,34 @@ def plan_bench_counts(plan: Iterable[PlanItem]) -> dict[tuple[str, str, str], in
 def remaining(plan: list[PlanItem], committed: set[str] | frozenset[str]) -> list[PlanItem]:
     """The plan minus committed keys, order kept (what the scheduler dispatches)."""
     return [p for p in plan if p.key not in committed]
+
+
+def registry_counts(cfg: DictConfig, missing: list[str]) -> dict[tuple[str, str, str], int]:
+    """Planned trajectories per (model, method, benchmark) from the registry's pinned counts,
+    for ``plan_only`` before the files are fetched (``missing``: benchmarks without a file;
+    the others are counted from their files)."""
+    from evalcore.problems import get_entry, load_problem_ids
+
+    limit = cfg.limit_problems
+    per_bench = {}
+    for b in cfg.benchmarks:
+        n = get_entry(b).count if b in missing else len(load_problem_ids(b, cfg.data.dir))
+        if n is None:
+            raise ConfigError(f"benchmarks: {b} has no pinned count; its file is needed to plan")
+        per_bench[b] = min(n, int(limit)) if limit is not None else n
+    return {(mo, me, b): per_bench[b] * samples_for(cfg, b)
+            for mo in cfg.models for me in cfg.methods for b in cfg.benchmarks}
+
+
+def registry_plan_report(cfg: DictConfig, missing: list[str]) -> str:
+    """The ``plan_only`` output without (some) benchmark files: exact totals, no ledger check."""
+    counts = registry_counts(cfg, missing)
+    per: dict[tuple[str, str], int] = Counter()
+    for (mo, me, _), n in counts.items():
+        per[(mo, me)] += n
+    lines = [f"planned {sum(counts.values())} trajectories"]
+    lines += [f"  {mo} x {me}: {n} planned" for (mo, me), n in per.items()]
+    lines.append(f"counted from the benchmark registry: {len(missing)} benchmark file(s) not downloaded "
+                 f"({', '.join(missing)}); committed trajectories not checked. A run fetches them itself "
+                 f"(data.fetch_missing), or: python jobs/data.py fetch {' '.join(missing)}")
+    return "\n".join(lines)

@@ -46,7 +46,9 @@ def _local_init_kwargs(num_cpus: int | None, dashboard: bool) -> dict[str, Any]:
         "include_dashboard": dashboard,
         "namespace": NAMESPACE,
         "log_to_driver": True,
-        "runtime_env": {"env_vars": {"PYTHONPATH": pythonpath, "RAY_AUTH_MODE": "disabled"}},
+        # the workers' auth mode must be the cluster's: "disabled" by default, but a shell that
+        # exported RAY_AUTH_MODE=token for `ray start` (README) makes this local cluster token too
+        "runtime_env": {"env_vars": {"PYTHONPATH": pythonpath, "RAY_AUTH_MODE": os.environ["RAY_AUTH_MODE"]}},
     }
 
 

@@ -27,6 +27,7 @@ from evalcore.problems import AnswerKey, ProblemSpec
 
 EXIT_INTERRUPTED = 130
 RETRY_BACKOFF_S = 0.5
+ETA_MIN_DONE = 8  # finished trajectories before an ETA is printed
 
 
 # -- preparation (no Ray) ----------------------------------------------------------------
@@ -239,10 +240,12 @@ class Progress:
         self.per[(model, method)][1] += int(bool(correct))
 
     def line(self) -> str:
-        elapsed = max(1e-9, time.monotonic() - self.start)
+        # Rate from the first dispatch (startup and deploys left out), and no ETA from the
+        # first few finishes: right after a resume that gave "eta 3585s".
+        elapsed = max(1e-9, time.monotonic() - (self.first_dispatch or self.start))
         rate = self.done / elapsed
         todo = self.planned - self.already - self.done
-        eta = f"{todo / rate:.0f}s" if rate > 0 else "?"
+        eta = f"{todo / rate:.0f}s" if rate > 0 and (self.done >= ETA_MIN_DONE or todo == 0) else "?"
         total = self.already + self.done
         accs = " ".join(f"{mo}/{me}={c / n:.2f}({n})" for (mo, me), (n, c) in sorted(self.per.items()) if n)
         return (f"[sweep] {total}/{self.planned} ({100 * total / max(1, self.planned):.1f}%) "
@@ -275,6 +278,10 @@ class StopState:
             return  # signal handlers only work on the main thread (tests drive sweeps from others)
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, self.trip, sig)
+        from cluster import signals
+
+        if signals.pending():  # arrived during startup, after the last checkpoint
+            self.trip(signals.pending())
 
     def uninstall(self, loop: asyncio.AbstractEventLoop) -> None:
         if threading.current_thread() is not threading.main_thread():
@@ -570,7 +577,10 @@ async def drive(prep: Prepared, tracker: Any = None) -> RunResult:
     async def tick_commit() -> None:
         await committer.flush()
 
+    printed = [-1]  # progress.done at the last printed line (the final line is not printed twice)
+
     async def tick_progress() -> None:
+        printed[0] = progress.done
         print(progress.line(), flush=True)
         _track_progress(tracker, progress, planned)
 
@@ -585,7 +595,8 @@ async def drive(prep: Prepared, tracker: Any = None) -> RunResult:
         done.set()
         await asyncio.gather(*bg, return_exceptions=True)
         await committer.flush(force=True)
-        print(progress.line(), flush=True)
+        if progress.done != printed[0]:
+            print(progress.line(), flush=True)
         stop.uninstall(loop)
         stop_actors(workers + execs)
     return RunResult(stop, progress, committer)
@@ -625,7 +636,9 @@ def finalize(prep: Prepared, tracker: Any = None, interrupted: bool = False) -> 
     print(results_markdown(summary, title), flush=True)
     print(f"[sweep] trajectories (Parquet): {prep.ledger.trajectories_uri}", flush=True)
     if tracker is not None and tracker.active:
-        print(f"[sweep] MLflow runs: {ui_command(tracker.uri)}", flush=True)
+        print(f"[sweep] MLflow runs: {ui_command(tracker.uri, tracker.experiment_id)}", flush=True)
+    print(f"[sweep] full report (statistics, plots, missing scores): python jobs/report.py "
+          f"sweep.name={prep.cfg.sweep.name} sweep.output_dir={prep.cfg.sweep.output_dir}", flush=True)
     return summary
 
 
@@ -644,19 +657,45 @@ def start_tracker(prep: Prepared) -> Any:
 
 
 def run_sweep(cfg: Any) -> int:
-    """The whole job: returns the process exit code (0, or 130 when interrupted)."""
+    """The whole job: returns the process exit code (0, or 130 when interrupted).
+
+    A signal during startup (planning, MLflow, ``ray.init``) is recorded by
+    :mod:`cluster.signals` and honoured at the next step: what was started is stopped and
+    the exit code is 130."""
+    from cluster import signals
     from cluster.runtime import connect, disconnect
 
-    prep = prepare(cfg)
-    print(plan_report(prep), flush=True)
-    tracker = start_tracker(prep)
-    stop = None
-    if prep.pending:
-        rt = connect(cfg.cluster.address)
-        try:
-            stop = asyncio.run(drive(prep, tracker)).stop
-        finally:
+    old = signals.install()
+    tracker = rt = None
+    try:
+        signals.step("planning")
+        prep = prepare(cfg)
+        print(plan_report(prep), flush=True)
+        signals.step("starting MLflow")
+        tracker = start_tracker(prep)
+        stop = None
+        if prep.pending:
+            signals.step("starting Ray")
+            rt = connect(cfg.cluster.address)
+            signals.install()  # ray.init replaces the SIGTERM handler (sys.exit) with its own
+            signals.checkpoint()
+            try:
+                stop = asyncio.run(drive(prep, tracker)).stop
+            finally:
+                signals.install()  # the event loop's handlers are gone; keep recording
+                disconnect(rt)
+                rt = None
+    except signals.Interrupted as exc:
+        if tracker is not None:
+            tracker.finish("KILLED")
+        print(f"[sweep] interrupted during startup (signal {exc.signum}): nothing was dispatched; "
+              f"rerun the same command to start (sweep.name={cfg.sweep.name})", flush=True)
+        return EXIT_INTERRUPTED
+    finally:
+        if rt is not None:
             disconnect(rt)
+        signals.restore(old)
+        signals.reset()
     interrupted = stop is not None and stop.signum is not None
     finalize(prep, tracker, interrupted)
     if interrupted:

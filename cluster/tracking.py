@@ -5,14 +5,23 @@ if the tracking server is unreachable the sweep goes on, warns once with the com
 that re-logs everything later (``python jobs/report.py sweep.name=... --sync-mlflow``),
 and stops trying after repeated failures.
 
-Names are chosen for MLflow's run-comparison view: child runs are named
-``<model>/<method>`` and carry the tags ``model`` and ``method``; metrics are
+Names are chosen for MLflow's run-comparison view: the parent run is named
+``<sweep>``, child runs ``<sweep>/<model>/<method>`` (so two sweeps' runs never look
+alike), and carry the tags ``model`` and ``method``; metrics are
 ``acc/<bench>``, ``tokens/<bench>``, ``exec_rate/<bench>``, ``planned/<bench>``,
 ``missing/<bench>``, ``acc/macro``, ``tokens/macro`` (accuracies are fractions 0..1),
 so the children line up column by column. Runs are found again by tags
 (``opteval.sweep``, ``opteval.role``), so a resumed sweep or a later sync reuses them;
 final metrics are logged at step 0 with a timestamp derived from the ledger, so
 re-logging an unchanged ledger adds nothing (MLflow drops identical metric rows).
+
+Every run a simulated policy touched (children of simulated models and their parent)
+carries ``opteval.simulated=true`` from the moment it is created. Run durations count
+only the time the sweep was running: on each finish the end time is set to start time +
+the accumulated active seconds (tag ``opteval.active_s``), so idle days between a stop
+and a resume are left out. The experiment is tagged as a classic ML experiment
+(``mlflow.experimentKind``) and :func:`runs_url` opens its runs table (MLflow 3's UI
+otherwise opens on the GenAI traces page).
 
 No Ray import here. MLflow is imported lazily (it is slow to import).
 """
@@ -40,6 +49,11 @@ MAX_PARAMS_PER_BATCH = 100  # MAX_PARAMS_TAGS_PER_BATCH
 MAX_PARAM_CHARS = 6000  # MAX_PARAM_VAL_LENGTH
 SWEEP_TAG = "opteval.sweep"
 ROLE_TAG = "opteval.role"
+SIMULATED_TAG = "opteval.simulated"
+ACTIVE_TAG = "opteval.active_s"
+# MLflow 3's UI picks the experiment page by this tag (older 3.x) or by the
+# ``workflowType`` URL parameter / the top-bar GenAI | Machine learning toggle (3.17).
+EXPERIMENT_KIND_TAG = ("mlflow.experimentKind", "custom_model_development")
 MAX_FAILURES = 3
 SUMMARY_COLUMNS = ["key", "model", "method", "benchmark", "status", "correct", "prompt_tokens",
                    "completion_tokens", "exec_ok", "submission_value", "submission_status",
@@ -70,11 +84,19 @@ def tracking_uri(tracking_cfg_uri: str | None, output_dir: str) -> str:
     return f"sqlite:///{path}/mlflow.db"
 
 
-def ui_command(uri: str) -> str:
-    """The command that opens the MLflow UI on this store."""
+def ui_command(uri: str, experiment_id: str | None = None) -> str:
+    """The command that opens the MLflow UI on this store, and the page with the runs table."""
     if uri.startswith("sqlite:"):
-        return f"mlflow ui --backend-store-uri {uri}"
+        cmd = f"mlflow ui --backend-store-uri {uri} --port 5000"
+        return cmd + (f", then open {runs_url('http://127.0.0.1:5000', experiment_id)}" if experiment_id else "")
+    if experiment_id and uri.startswith(("http://", "https://")):
+        return f"open {runs_url(uri, experiment_id)} in a browser"
     return f"open {uri} in a browser"
+
+
+def runs_url(server: str, experiment_id: str | None) -> str:
+    """The experiment's runs table (not the GenAI traces page MLflow 3 opens by default)."""
+    return f"{server.rstrip('/')}/#/experiments/{experiment_id}/runs?workflowType=machine_learning"
 
 
 def sync_command(sweep: str, output_dir: str) -> str:
@@ -182,12 +204,31 @@ def run_params(resolved: Mapping[str, Any], model: str, method: str, fingerprint
         "config_fingerprint": fingerprint, "opteval_version": _version(),
         "git_revision": git_revision() or "unknown",
     }
+    params.update(plan_params(resolved))
     params.update({f"sampling.{k}": v for k, v in sampling.items()})
     if extra:
         params["sampling.extra_body"] = extra
     params.update({f"budgets.{k}": v for k, v in budgets.items()})
     params.update({f"limits.{k}": v for k, v in resolved.get("limits", {}).items()})
     return {k: str(v)[:MAX_PARAM_CHARS] for k, v in params.items()}
+
+
+def samples_per_benchmark(resolved: Mapping[str, Any]) -> dict[str, int]:
+    """Samples per problem for each benchmark, as the plan uses them (cluster.config.samples_for):
+    ``samples.per_benchmark``, else the benchmark yaml's ``samples``, else ``samples.default``."""
+    samples = resolved.get("samples", {}) or {}
+    per = samples.get("per_benchmark", {}) or {}
+    bcfg = resolved.get("benchmark_configs", {}) or {}
+    return {b: int(per.get(b) or (bcfg.get(b, {}) or {}).get("samples") or samples.get("default", 1))
+            for b in resolved.get("benchmarks", [])}
+
+
+def plan_params(resolved: Mapping[str, Any]) -> dict[str, str]:
+    """What shapes the plan: benchmarks, samples per problem for each, the problem limit."""
+    out = {f"samples.{b}": str(n) for b, n in samples_per_benchmark(resolved).items()}
+    out["limit_problems"] = str(resolved.get("limit_problems"))
+    out["benchmarks"] = ",".join(resolved.get("benchmarks", []))
+    return out
 
 
 def _version() -> str:
@@ -213,6 +254,7 @@ class Tracker:
         self.experiment_id: str | None = None
         self.parent_id: str | None = None
         self.children: dict[tuple[str, str], str] = {}
+        self._session_start: float | None = None  # set when runs start; finish() adds the active time
         if enabled and uri.startswith(("http://", "https://")):
             # A dead server must not stall the sweep for minutes of retries (user values win).
             os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "1")
@@ -262,9 +304,12 @@ class Tracker:
             art = None
             if self.uri.startswith("sqlite:///"):
                 art = Path(self.uri[len("sqlite:///"):]).parent.joinpath("mlartifacts").as_uri()
-            exp_id = client.create_experiment(self.experiment, artifact_location=art)
+            exp_id = client.create_experiment(self.experiment, artifact_location=art,
+                                              tags=dict([EXPERIMENT_KIND_TAG]))
         else:
             exp_id = exp.experiment_id
+            if EXPERIMENT_KIND_TAG[0] not in (exp.tags or {}):
+                client.set_experiment_tag(exp_id, *EXPERIMENT_KIND_TAG)
         runs = client.search_runs([exp_id], filter_string=f"tags.`{SWEEP_TAG}` = '{self.sweep}'", max_results=5000)
         parent = next((r for r in runs if r.data.tags.get(ROLE_TAG) == "parent"), None)
         if parent is None:
@@ -277,19 +322,28 @@ class Tracker:
                     for r in runs if r.data.tags.get(ROLE_TAG) == "child"
                     and r.data.tags.get("mlflow.parentRunId") == parent_id}
         self.client, self.experiment_id, self.parent_id = client, exp_id, parent_id
+        self._session_start = time.time()
         params = {"sweep": self.sweep, "config_fingerprint": fingerprint, "opteval_version": _version(),
                   "git_revision": git_revision() or "unknown",
                   "models": ",".join(resolved.get("models", [])), "methods": ",".join(resolved.get("methods", [])),
-                  "benchmarks": ",".join(resolved.get("benchmarks", []))}
+                  **plan_params(resolved)}
         self._log_params(parent_id, params)
+        model_cfgs = resolved.get("model_configs", {}) or {}
+        simulated = {m for m in resolved.get("models", []) if (model_cfgs.get(m) or {}).get("backend") == "simulated"}
+        if simulated & {m for m, _ in pairs}:
+            client.set_tag(parent_id, SIMULATED_TAG, "true")
         for model, method in pairs:
             run_id = children.get((model, method))
             if run_id is None:
                 tags = {SWEEP_TAG: self.sweep, ROLE_TAG: "child", "model": model, "method": method,
                         "mlflow.parentRunId": parent_id}
-                run_id = client.create_run(exp_id, run_name=f"{model}/{method}", tags=tags).info.run_id
+                if model in simulated:
+                    tags[SIMULATED_TAG] = "true"
+                run_id = client.create_run(exp_id, run_name=f"{self.sweep}/{model}/{method}", tags=tags).info.run_id
             else:
                 client.update_run(run_id, status="RUNNING")
+                if model in simulated:
+                    client.set_tag(run_id, SIMULATED_TAG, "true")
             self.children[(model, method)] = run_id
             self._log_params(run_id, run_params(resolved, model, method, fingerprint))
 
@@ -352,7 +406,8 @@ class Tracker:
                 pq.write_table(table.filter(mask), d / "trajectories.parquet", compression="zstd")
                 part = summary[(summary["model"] == model) & (summary["method"] == method)]
                 if "simulated" in part.columns and bool(part["simulated"].fillna(False).any()):
-                    self.client.set_tag(run_id, "opteval.simulated", "true")
+                    self.client.set_tag(run_id, SIMULATED_TAG, "true")
+                    self.client.set_tag(self.parent_id, SIMULATED_TAG, "true")
                 (d / "results.md").write_text(results_markdown(part, f"{self.sweep}: {model}/{method}"))
                 self.client.log_artifact(run_id, str(d / "trajectories.parquet"))
                 self.client.log_artifact(run_id, str(d / "results.md"))
@@ -374,10 +429,27 @@ class Tracker:
             self.client.log_artifact(self.parent_id, str(path), sub)
 
     def finish(self, status: str = "FINISHED") -> None:
+        """End every run; its end time = start + the active seconds of all sessions (no idle gaps)."""
         if not self.active:
             return
         for run_id in [*self.children.values(), self.parent_id]:
-            self._guard("end runs", self.client.set_terminated, run_id, status)
+            self._guard("end runs", self._terminate, run_id, status)
+
+    def _terminate(self, run_id: str, status: str) -> None:
+        now = time.time()
+        started = self._session_start
+        run = self.client.get_run(run_id)
+        try:
+            before = float(run.data.tags.get(ACTIVE_TAG, "0"))
+        except ValueError:
+            before = 0.0
+        if started is None:  # a --sync-mlflow re-log: keep the sweep's active time as the duration
+            end = int(run.info.start_time + before * 1000) if ACTIVE_TAG in run.data.tags else None
+            self.client.set_terminated(run_id, status, end_time=end)
+            return
+        active = round(before + max(0.0, now - max(started, run.info.start_time / 1000.0)), 3)
+        self.client.set_tag(run_id, ACTIVE_TAG, f"{active:.3f}")
+        self.client.set_terminated(run_id, status, end_time=int(run.info.start_time + active * 1000))
 
 
 def _stable_ts(table: pa.Table, plan_recorded_at: str | None) -> int:
@@ -403,6 +475,7 @@ def sync_from_ledger(ledger: Ledger, tracker: Tracker) -> Any:
         raise RuntimeError(f"ledger {ledger.uri} has no {'plan.parquet'}: nothing to sync")
     pairs = list(dict.fromkeys(zip(plan.column("model").to_pylist(), plan.column("method").to_pylist())))
     tracker.start(man.get("config", {}), man.get("fingerprint", ""), pairs)
+    tracker._session_start = None  # re-logging is not sweep time: durations stay as the sweep left them
     summary = tracker.log_results(ledger.read_table(), plan, (man.get("plan") or {}).get("recorded_at"))
     tracker.finish()
     return summary

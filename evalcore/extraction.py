@@ -305,3 +305,23 @@ def extract_code(completion_text: str, profile: str) -> str | None:
 def extract_submission(result: ExecResult, profile: str) -> Any:
     """The raw submission the profile reads from one run, or None."""
     return get_profile(profile).extract_submission(result)
+
+
+def explain_no_submission(result: ExecResult, profile: str) -> str:
+    """Why a run gave no submission under ``profile``, in one line (for details files and
+    reports): the program's own error when it failed, else what the profile looked for."""
+    get_profile(profile)
+    err = [ln.strip() for ln in (result.stderr or "").splitlines() if ln.strip()]
+    last_err = err[-1][:300] if err else ""
+    if result.outcome != OK:
+        return f"the program ended with outcome {result.outcome}" + (f": {last_err}" if last_err else "")
+    if profile == "orlm":
+        footer = next((ln for ln in err if ln.startswith("orlm footer:")), "")
+        if footer:
+            return (f"{footer}: the orlm profile reads the objective of a coptpy Model (ORLM's footer); "
+                    "programs using PuLP, Pyomo, SciPy... need --extraction stdout or submit")
+        return f"stdout has neither {ORLM_BEST!r} nor {ORLM_NONE!r}"
+    if profile == "stdout":
+        return ("no objective line in stdout (a label such as 'Optimal objective value:' followed by a number, "
+                "or a line saying infeasible/unbounded)")
+    return "the program never called submit(...)"

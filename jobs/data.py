@@ -260,6 +260,10 @@ def _cmd_fetch(slugs: list[str], base: str, ddir: Path, layout: str, force: bool
             print(f"FAILED  {e}", file=sys.stderr)
             continue
         print(f"{r.action:8s}{slug:22s}{r.path}" + (f"  <- {r.url}" if r.url else ""))
+    if failed:
+        print(f"{failed} benchmark(s) not fetched from {base}. Offline or behind a firewall: fetch from a local "
+              "mirror with --base-url file:///path/to/mirror (normalized files or the upstream layout), or point "
+              f"OPTEVAL_DATA at a directory that already holds the files (now: {ddir})", file=sys.stderr)
     return 1 if failed else 0
 
 

@@ -100,6 +100,12 @@ def full_report(cfg: Any, ledger: Ledger, opts: dict[str, Any], tracker: Tracker
         raise UsageError(f"--compare takes two methods A,B; got {opts['--compare']!r}")
     n_resamples = _int_opt(opts, "--bootstrap", 2000, minimum=100)
     seed = _int_opt(opts, "--seed", 0, minimum=0)
+    if compare is not None:
+        known = sorted(plan_df["method"].unique())
+        unknown = [m for m in compare if m not in known]
+        if unknown:
+            raise UsageError(f"--compare: method(s) {', '.join(map(repr, unknown))} not in sweep "
+                             f"{cfg.sweep.name} (its methods: {', '.join(known)})")
     out = Path(opts["--out"]) if opts["--out"] else default_out(ledger)
     report = build_report(table, answer_keys(cfg, sorted(plan_df["benchmark"].unique())), plan_df,
                           model_meta=model_meta(sorted(plan_df["model"].unique())), profile=profile,
@@ -108,6 +114,8 @@ def full_report(cfg: Any, ledger: Ledger, opts: dict[str, Any], tracker: Tracker
     print(report.markdown())
     print(f"report written to {out} ({len(paths)} files: report.md, summary.json, main_table.csv, main_table.tex, "
           "plots/)")
+    if len(report.missing):
+        print(f"missing scores: {len(report.missing)}; every key and reason in {out / 'tables' / 'missing.csv'}")
     if tracker is not None:
         tracker.log_report(paths, out)
     return 0
@@ -173,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
         tracker.enabled = True  # an explicit --sync-mlflow overrides tracking.enabled=false
         summary = sync_from_ledger(ledger, tracker)
         if tracker.active:
-            print(f"synced {len(tracker.children)} runs to MLflow ({tracker.uri}); UI: {ui_command(tracker.uri)}")
+            print(f"synced {len(tracker.children)} runs to MLflow ({tracker.uri}); UI: {ui_command(tracker.uri, tracker.experiment_id)}")
         else:
             print(f"MLflow sync failed ({tracker.uri}); see the warnings above", file=sys.stderr)
     else:

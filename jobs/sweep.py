@@ -6,8 +6,12 @@ On a cluster: ``ray job submit --working-dir . -- python jobs/sweep.py ...`` (th
 address comes from ``RAY_ADDRESS``). Re-running with the same ``sweep.name`` resumes.
 ``plan_only=true`` prints ``planned <N> trajectories`` and exits without importing Ray.
 
-Exit codes: 0 done, 2 bad configuration (the message names the key), 130 interrupted
-(SIGINT/SIGTERM; what finished is committed and the same command resumes).
+Absent benchmark files are fetched first (``data.fetch_missing``, default true; from
+``data.base_url`` or the pinned upstream, sha256-checked); ``plan_only`` never downloads.
+
+Exit codes: 0 done, 2 bad input (one line naming the key or file), 130 interrupted
+(SIGINT/SIGTERM, honoured from the first second; what finished is committed and the
+same command resumes).
 """
 from __future__ import annotations
 
@@ -20,11 +24,28 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 EXIT_CONFIG = 2
+EXIT_INTERRUPTED = 130
 
 
 def main(argv: list[str] | None = None) -> int:
+    from cluster import signals
+
+    old = signals.install()  # from the first second: Ctrl-C / SIGTERM stop the run (exit 130)
+    try:
+        return _main(argv)
+    except signals.Interrupted as exc:
+        print(f"[sweep] interrupted during startup (signal {exc.signum}); nothing was started", flush=True)
+        return EXIT_INTERRUPTED
+    finally:
+        signals.restore(old)
+        signals.reset()
+
+
+def _main(argv: list[str] | None) -> int:
+    from cluster import signals
     from cluster.config import ConfigError, load_config
     from cluster.ledger import ConfigChangedError
+    from evalcore.problems import BenchmarkLoadError
 
     argv = list(sys.argv[1:] if argv is None else argv)
     if {"-h", "--help"} & set(argv):
@@ -32,16 +53,93 @@ def main(argv: list[str] | None = None) -> int:
         print("\nEvery key, its default and its meaning: configs/sweep.yaml")
         return 0
     try:
+        signals.step("reading the config")
         cfg = load_config(argv)
         check_job_storage(cfg)
         if bool(cfg.plan_only):
             return plan_only(cfg)
+        check_output_dir(cfg)
+        signals.step("checking the benchmark files")
+        ensure_data(cfg)
+        signals.checkpoint()
         from cluster.scheduler import run_sweep
 
         return run_sweep(cfg)
-    except (ConfigError, ConfigChangedError) as exc:
+    except ConfigError as exc:
+        print(f"config error: {_one_line(exc)}", file=sys.stderr, flush=True)
+        return EXIT_CONFIG
+    except ConfigChangedError as exc:
         print(f"config error: {exc}", file=sys.stderr, flush=True)
         return EXIT_CONFIG
+    except BenchmarkLoadError as exc:  # present but not the pinned file, or malformed
+        print(f"config error: data: {_one_line(exc)}", file=sys.stderr, flush=True)
+        return EXIT_CONFIG
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split())
+
+
+def check_output_dir(cfg) -> None:
+    """A local ``sweep.output_dir`` must be creatable and writable before anything starts
+    (else the first commit, minutes in, would fail with a traceback)."""
+    from cluster.config import ConfigError
+
+    out = str(cfg.sweep.output_dir)
+    if "://" in out and not out.startswith("file://"):
+        return  # object stores: the ledger's own open reports access errors
+    path = Path(out[len("file://"):] if out.startswith("file://") else out).expanduser()
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        probe = path / f".opteval-write-test-{os.getpid()}"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        raise ConfigError(f"sweep.output_dir: cannot write to {path} ({exc.strerror or exc})") from None
+
+
+def missing_benchmarks(cfg) -> list[str]:
+    """Configured benchmarks whose normalized file is absent from the data directory."""
+    from evalcore import problems as P
+
+    return [str(b) for b in cfg.benchmarks if P.get_entry(str(b)).upstream is not None
+            and not P.benchmark_path(str(b), cfg.data.dir).exists()]
+
+
+def ensure_data(cfg) -> None:
+    """Fetch absent benchmarks (``data.fetch_missing``, the default) so no manual data step
+    precedes a job; the files are sha256-pinned, so fetching cannot change the numbers."""
+    from cluster import signals
+    from cluster.config import ConfigError
+    from evalcore import problems as P
+
+    missing = missing_benchmarks(cfg)
+    if not missing:
+        return
+    ddir = P.data_dir(cfg.data.dir)
+    fetch_cmd = f"python jobs/data.py fetch {' '.join(missing)}"
+    if not bool(cfg.data.fetch_missing):
+        raise ConfigError(f"data.fetch_missing=false and {len(missing)} benchmark file(s) are not in {ddir}: "
+                          f"{', '.join(missing)}; fetch them with `{fetch_cmd}` (or set OPTEVAL_DATA / data.dir "
+                          "to a directory holding them)")
+    from jobs.data import FetchError, base_url, fetch_one
+
+    base = base_url(None, cfg.data.base_url)
+    failed: list[str] = []
+    reason = ""
+    for slug in missing:
+        signals.step(f"fetching {slug}")
+        try:
+            r = fetch_one(slug, base, ddir)
+            print(f"[sweep] data: {r.action} {slug} -> {r.path}", flush=True)
+        except (FetchError, P.BenchmarkLoadError, OSError) as exc:
+            failed.append(slug)
+            reason = reason or _one_line(exc)
+    if failed:
+        raise ConfigError(
+            f"data.fetch_missing: could not fetch {', '.join(failed)} into {ddir} ({reason}); offline, fetch from a "
+            f"mirror (`python jobs/data.py fetch {' '.join(failed)} --base-url file:///path/to/mirror`, or "
+            "data.base_url=...) or set OPTEVAL_DATA to a directory holding the files")
 
 
 def check_job_storage(cfg) -> None:
@@ -64,9 +162,19 @@ def check_job_storage(cfg) -> None:
 
 
 def plan_only(cfg) -> int:
-    """Expand the plan and consult the ledger; never imports Ray."""
+    """Expand the plan and consult the ledger; never imports Ray and never downloads.
+
+    Without some benchmark files the counts come from the registry (each registered
+    benchmark is pinned by its count), so the totals are exact; which of those keys are
+    committed cannot be checked until the files are there."""
     from cluster.scheduler import plan_report, prepare
 
+    missing = missing_benchmarks(cfg)
+    if missing:
+        from cluster.plan import registry_plan_report
+
+        print(registry_plan_report(cfg, missing), flush=True)
+        return 0
     prep = prepare(cfg, read_only=True)
     print(plan_report(prep), flush=True)
     return 0

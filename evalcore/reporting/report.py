@@ -28,6 +28,9 @@ SIM_BANNER = ("**SIMULATED**: rows marked (simulated) come from the simulated po
               "and token counts are not a model's.")
 
 
+MISSING_SHOWN = 20  # rows of the missing-scores list in report.md / stdout; tables/missing.csv has all
+
+
 @dataclass
 class Report:
     """All tables of one report. ``write(out_dir)`` renders them and returns the paths."""
@@ -72,8 +75,13 @@ class Report:
                 "", to_markdown(self.main_table), ""]
         out += ["## Missing scores", ""]
         if len(self.missing):
-            out += [f"{len(self.missing)} planned trajectories have no score (counted as wrong):", "",
-                    frame_markdown(self.missing[["key", "reason"]]), ""]
+            shown = self.missing[["key", "reason"]].head(MISSING_SHOWN)
+            out += [f"{len(self.missing)} planned trajectories have no score (counted as wrong)"
+                    + (f"; the first {len(shown)} (all of them: tables/missing.csv):" if len(self.missing) > len(shown)
+                       else ":"), "", frame_markdown(shown), ""]
+            if len(self.missing) > len(shown):
+                reasons = self.missing["reason"].fillna("?").astype(str).str.split(":").str[0].value_counts()
+                out += ["By reason: " + "; ".join(f"{r} ({n})" for r, n in reasons.head(10).items()), ""]
         else:
             out += ["None: every planned trajectory has a score.", ""]
         out += [f"- {n}" for n in self.notes] + ([""] if self.notes else [])

@@ -55,7 +55,9 @@ def test_metrics_equal_ledger_recomputation(synced):
     assert len(tracker.children) == 2
     for (model, method), run_id in tracker.children.items():
         run = client.get_run(run_id)
-        assert run.info.run_name == f"{model}/{method}"
+        assert run.info.run_name == f"trk/{model}/{method}"  # the sweep's name first: sweeps never look alike
+        assert run.data.tags["opteval.simulated"] == "true"
+        assert (run.data.params["samples.sample"], run.data.params["samples.complexor"]) == ("2", "3")
         assert run.data.tags["mlflow.parentRunId"] == tracker.parent_id
         assert run.data.tags["model"] == model and run.data.params["sampling.temperature"] == "0.6"
         expected = run_metrics(summary, model, method)
@@ -112,3 +114,42 @@ def test_unreachable_tracking_warns_and_continues(tmp_path):
     summary = tracker.log_results(led.read_table(), led.read_plan())  # still computes from the ledger
     tracker.finish()
     assert int(summary["missing"].sum()) == 2 and not tracker.active
+
+
+def test_parent_is_marked_simulated_and_experiment_opens_on_runs(synced):
+    out, cfg, plan, led, tracker, _ = synced
+    from mlflow.tracking import MlflowClient
+
+    from cluster.tracking import ui_command
+
+    client = MlflowClient(tracking_uri=tracker.uri)
+    parent = client.get_run(tracker.parent_id)
+    assert parent.info.run_name == "trk" and parent.data.tags["opteval.simulated"] == "true"
+    assert parent.data.params["samples.complexor"] == "3" and parent.data.params["limit_problems"] == "None"
+    exp = client.get_experiment(tracker.experiment_id)
+    assert exp.tags["mlflow.experimentKind"] == "custom_model_development"
+    hint = ui_command(tracker.uri, tracker.experiment_id)
+    assert f"#/experiments/{tracker.experiment_id}/runs?workflowType=machine_learning" in hint
+
+
+def test_resumed_run_duration_leaves_out_idle_time(tmp_path):
+    import time
+
+    from mlflow.tracking import MlflowClient
+
+    cfg, res, fp, plan, led = _sweep(tmp_path)
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    t0 = time.time()
+    first = Tracker(uri, "opteval-idle", "trk", str(tmp_path))
+    assert first.start(res, fp, plan_counts(plan).keys())
+    first.finish("KILLED")
+    time.sleep(5.0)  # idle between a stop and a resume
+    second = Tracker(uri, "opteval-idle", "trk", str(tmp_path))
+    assert second.start(res, fp, plan_counts(plan).keys())
+    assert second.parent_id == first.parent_id
+    second.finish()
+    wall = time.time() - t0
+    run = MlflowClient(tracking_uri=uri).get_run(second.parent_id)
+    active = float(run.data.tags["opteval.active_s"])
+    assert run.info.end_time - run.info.start_time == pytest.approx(active * 1000, abs=2)
+    assert active <= wall - 4.9, (active, wall)  # the 5 s idle gap is not in the duration

@@ -36,11 +36,30 @@ def _probe(python: str, code: str, env: dict[str, str] | None = None) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+def _inherit_site_packages(py: str) -> None:
+    """Make the running environment's packages (pulp, ...) visible in the new venv.
+
+    ``--system-site-packages`` only exposes the *base* interpreter's packages; when pytest
+    itself runs from a venv (the README's fresh-clone setup) pulp lives in that venv, so we
+    add its site directories with a ``.pth`` (``site.addsitedir`` also runs their ``.pth``
+    files, e.g. an editable install)."""
+    import site
+    import sysconfig
+
+    ours = [p for p in dict.fromkeys(site.getsitepackages() + [sysconfig.get_paths()["purelib"]]) if os.path.isdir(p)]
+    target = subprocess.run([py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                            capture_output=True, text=True, check=True, timeout=60).stdout.strip()
+    os.makedirs(target, exist_ok=True)
+    with open(os.path.join(target, "_outer_env.pth"), "w") as f:
+        f.write("import site; " + "; ".join(f"site.addsitedir({p!r})" for p in ours) + "\n")
+
+
 def test_a_venv_under_tmp_runs_solvers_contained():
     with tempfile.TemporaryDirectory(prefix="opteval-venv-", dir="/tmp") as d:
         subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", d],
                        check=True, timeout=120)
         py = os.path.join(d, "bin", "python")
+        _inherit_site_packages(py)
         r = _probe(py, PULP_LP + "import sys\nassert sys.prefix.startswith('/tmp/'), sys.prefix\n")
         assert (r["outcome"], r["submission"], r["contained"]) == ("ok", 14.0, True), r
         r = _probe(py, f"open({os.path.join(d, 'planted')!r}, 'w')")
