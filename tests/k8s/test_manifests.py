@@ -178,7 +178,7 @@ def test_rayservice_builds_the_same_application_as_local_code():
                                 "vllm": {"source": c["model_loading_config"]["model_source"],
                                          "engine_kwargs": c["engine_kwargs"],
                                          "deployment": c["deployment_config"],
-                                         "accelerator_type": c["accelerator_type"]}})
+                                         "accelerator_type": c.get("accelerator_type")}})
 
 
 def test_minimal_kustomize_refuses_what_it_cannot_do(tmp_path):
