@@ -27,9 +27,13 @@ that ``serving`` section itself.
     stage_gpus(model_cfg) -> int                           # gpus_per_replica x max(1, min_replicas)
     pack_stages(model_cfgs, gpus: int) -> list[list[str]]  # model names per stage
     deploy_stage(model_cfgs, cfg=None, *, app_name=APP_NAME, host="127.0.0.1",
-                 ready_timeout_s=None, poll_s=2.0) -> dict[str, Endpoint]   # needs vLLM
-    wait_models_ready(base_url, model_ids, timeout_s, *, app_name=None, poll_s=2.0) -> None
-    teardown(app_name=APP_NAME) -> None
+                 ready_timeout_s=None, poll_s=2.0) -> dict[str, Endpoint]   # vLLM, or stand-ins
+    placement(model_cfg, cfg=None) -> dict                 # one replica's bundles, strategy, GPUs, CPUs
+    check_placement(model_cfgs, cfg=None, nodes=None)      # UnplaceableModel before deploying
+    build_standin_app(model_cfgs, cfg=None)                # serving.standin: same placement, simulated
+    wait_app_ready(app_name, base_url, model_ids, timeout_s, *, poll_s=2.0) -> None
+                                                           # RUNNING + a 1-token answer per model
+    teardown(app_name=APP_NAME) -> None                    # the app and its prefix-tree actors
     require_vllm() -> None                                 # VLLMNotInstalled with the install hint
 
 The served model id is the config's ``name`` (``Qwen3-4B``), so a request's ``model`` is
