@@ -206,8 +206,13 @@ def simulated_app_name(model: str) -> str:
     return f"opteval-sim-{model}"
 
 
-def _base(port: int, prefix: str) -> str:
-    return f"http://127.0.0.1:{port}{prefix}/v1"
+def client_host(http_host: str) -> str:
+    """Where a worker reaches its node's proxy: loopback unless the proxy binds one address."""
+    return "127.0.0.1" if str(http_host) in ("0.0.0.0", "::", "", "localhost") else str(http_host)
+
+
+def _base(port: int, prefix: str, host: str = "127.0.0.1") -> str:
+    return f"http://{client_host(host)}:{port}{prefix}/v1"
 
 
 class ServingError(RuntimeError):
@@ -249,7 +254,7 @@ def ensure_serve(http_port: int, http_host: str = "127.0.0.1") -> None:
 
 
 def deploy_simulated(model_cfg: dict[str, Any], http_port: int, replicas: int = 1,
-                     timeout_s: float = 600.0) -> Endpoint:
+                     timeout_s: float = 600.0, http_host: str = "127.0.0.1") -> Endpoint:
     name = str(model_cfg["name"])
     prefix = f"/{name}"
     app = SimulatedOpenAI.options(num_replicas=max(1, int(replicas))).bind(model_cfg)
@@ -257,7 +262,7 @@ def deploy_simulated(model_cfg: dict[str, Any], http_port: int, replicas: int = 
     serve.run_many([serve.RunTarget(app, name=simulated_app_name(name), route_prefix=prefix,
                                     logging_config=QUIET_LOGS)],
                    wait_for_ingress_deployment_creation=False, wait_for_applications_running=False)
-    return Endpoint(name=name, base_url=_base(http_port, prefix), model_id=name, simulated=True,
+    return Endpoint(name=name, base_url=_base(http_port, prefix, http_host), model_id=name, simulated=True,
                     api_key_env=None, timeout_s=float(timeout_s), max_retries=4, app_name=simulated_app_name(name))
 
 
@@ -282,9 +287,10 @@ def in_process_endpoint(model_cfg: dict[str, Any]) -> Endpoint:
 
 def deploy_vllm(model_cfgs: list[dict[str, Any]], cfg: Any) -> dict[str, Endpoint]:
     """One Serve app for a vLLM stage, built and awaited by ``cluster.llm_serving`` (GPU-only import)."""
-    from cluster import llm_serving  # lazy: needs ray[serve,llm] and vLLM
+    from cluster import llm_serving  # lazy: needs ray[serve,llm] and vLLM (not for stand-ins)
 
-    return llm_serving.deploy_stage(model_cfgs, cfg, app_name=LLM_APP_NAME)
+    return llm_serving.deploy_stage(model_cfgs, cfg, app_name=LLM_APP_NAME,
+                                    host=client_host(str(cfg.serving.http_host)))
 
 
 def wait_ready(endpoints: dict[str, Endpoint], timeout_s: float) -> None:
@@ -325,7 +331,8 @@ def deploy_stage(models: list[dict[str, Any]], cfg: Any) -> dict[str, Endpoint]:
         for mc in models:
             backend = mc.get("backend")
             if backend == "simulated":
-                eps[mc["name"]] = deploy_simulated(mc, port, replicas=sim_replicas(mc), timeout_s=per_call)
+                eps[mc["name"]] = deploy_simulated(mc, port, replicas=sim_replicas(mc), timeout_s=per_call,
+                                                   http_host=str(cfg.serving.http_host))
             elif backend == "openai":
                 eps[mc["name"]] = external_endpoint(mc)
             elif backend != "vllm":
