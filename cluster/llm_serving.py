@@ -93,7 +93,13 @@ class ModelNotReady(TimeoutError):
     """A deployed model did not come up in time (or its deployment failed); names the model."""
 
 
-class UnplaceableModel(RuntimeError):
+def _placement_error() -> type:
+    from cluster.runtime import PlacementError
+
+    return PlacementError
+
+
+class UnplaceableModel(_placement_error()):  # type: ignore[misc]
     """A replica the cluster cannot place: names the model, what it asks for and what is offered."""
 
 
@@ -507,7 +513,10 @@ def deploy_stage(model_cfgs: Iterable[Mapping[str, Any]], cfg: Any = None, *, ap
         base_url = f"http://{host}:{port}/v1"
         wait_app_ready(app_name, base_url, [_name(m) for m in models], timeout, poll_s=poll_s)
     except BaseException:
-        teardown(app_name)
+        try:
+            teardown(app_name)
+        except Exception as exc:  # noqa: BLE001 - the deploy's own error is the one to report
+            print(f"[serving] teardown of {app_name!r} after a failed deploy failed too: {exc}", flush=True)
         raise
     Endpoint = _endpoint_cls()
     eps = {}

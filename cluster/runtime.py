@@ -95,8 +95,16 @@ def available_cpus() -> int:
     return max(1, int(ray.cluster_resources().get("CPU", 1)))
 
 
-class PlacementError(RuntimeError):
-    """The cluster cannot place what a sweep asks for; the message says what is offered."""
+def _config_error() -> type:
+    from cluster.config import ConfigError  # no Ray import there
+
+    return ConfigError
+
+
+class PlacementError(_config_error()):  # type: ignore[misc]
+    """The cluster cannot place what a sweep asks for; the message says what is offered.
+    A ConfigError: jobs/sweep.py prints it as one line and exits 2 (nothing is committed
+    for the stages not run; the same command resumes once the cluster or config is fixed)."""
 
 
 def serving_reserve(node: dict[str, float], cpus_per_gpu: float, ingress_cpus: float) -> float:

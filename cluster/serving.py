@@ -341,7 +341,10 @@ def deploy_stage(models: list[dict[str, Any]], cfg: Any) -> dict[str, Endpoint]:
         if vllm:
             eps.update(deploy_vllm(vllm, cfg))
     except BaseException:
-        teardown_stage(eps, models)
+        try:
+            teardown_stage(eps, models)
+        except Exception as exc:  # noqa: BLE001 - the deploy's own error is the one to report
+            print(f"[serving] teardown after a failed deploy failed too: {exc}", flush=True)
         raise
     return eps
 
