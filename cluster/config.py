@@ -123,15 +123,22 @@ class ClusterSection:
     worker_concurrency: int = 64
     max_in_flight_per_model: int = 64
     retries: int = 2
-    trajectory_timeout_s: float = 3600.0
+    trajectory_timeout_s: float = 10800.0
 
 
 @dataclass
 class ServingSection:
+    http_host: str = "127.0.0.1"
     http_port: int = 8000
     ready_timeout_s: float = 900.0
+    request_timeout_s: float = 1800.0
     prefix_cache_routing: bool = False
+    prefix_router_kwargs: Dict[str, Any] = field(default_factory=dict)
     gpus: Optional[int] = None
+    accelerator_type: Optional[str] = None
+    cpus_per_gpu: float = 1.0
+    ingress_cpus: float = 1.0
+    standin: bool = False
 
 
 @dataclass
@@ -205,6 +212,10 @@ class VllmSection:
     accelerator_type: Optional[str] = None
     gpus_per_replica: int = 1
     chat_template_kwargs: Dict[str, Any] = field(default_factory=dict)
+    tokenizer_source: Optional[str] = None
+    language_only: bool = False  # a vision-language checkpoint served as a language model
+    runtime_env: Dict[str, Any] = field(default_factory=dict)
+    placement_group_config: Dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -418,7 +429,9 @@ def _check_values(cfg: DictConfig) -> None:
                     "limits.output_bytes", "limits.file_mb", "cluster.executor_cpus",
                     "cluster.workers", "cluster.worker_concurrency",
                     "cluster.max_in_flight_per_model", "cluster.trajectory_timeout_s",
-                    "serving.ready_timeout_s", "progress.interval_s"])
+                    "serving.ready_timeout_s", "serving.request_timeout_s", "progress.interval_s"])
+    _positive(cfg, ["serving.cpus_per_gpu", "serving.ingress_cpus"], zero_ok=True)
+    _check(bool(str(cfg.serving.http_host).strip()), "serving.http_host", "must not be empty")
     _positive(cfg, ["limit_problems", "cluster.executors"], nullable=True)
     _positive(cfg, ["sampling.temperature", "sampling.base_seed", "cluster.retries"], zero_ok=True)
     _positive(cfg, ["serving.gpus"], zero_ok=True, nullable=True)

@@ -18,6 +18,7 @@ from typing import Any
 import ray
 from ray.exceptions import GetTimeoutError, RayError
 
+from cluster.runtime import EXECUTOR_RESOURCE
 from evalcore.sandbox.types import KILLED, ExecResult, Limits
 
 # Slack on top of a program's own wall limit before the facade gives up on a remote call:
@@ -123,7 +124,9 @@ def start_executors(sweep: str, count: int, cpus: int, default_limits: Limits | 
     """Named actors (so operators and tests can find them), not detached: they die with the driver."""
     handles = []
     for i in range(count):
-        opts = {"num_cpus": cpus, "name": executor_name(sweep, i), "get_if_exists": False}
+        # Only where a node offers an executor slot (cluster.runtime.EXECUTOR_RESOURCE).
+        opts = {"num_cpus": cpus, "resources": {EXECUTOR_RESOURCE: 1}, "name": executor_name(sweep, i),
+                "get_if_exists": False}
         handles.append(ExecutorActor.options(**opts).remote(cpus, default_limits, solvers))
     infos = ray.get([h.warm.remote() for h in handles], timeout=300)
     refused = [i["refused"] for i in infos if i.get("refused")]

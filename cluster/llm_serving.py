@@ -27,9 +27,13 @@ that ``serving`` section itself.
     stage_gpus(model_cfg) -> int                           # gpus_per_replica x max(1, min_replicas)
     pack_stages(model_cfgs, gpus: int) -> list[list[str]]  # model names per stage
     deploy_stage(model_cfgs, cfg=None, *, app_name=APP_NAME, host="127.0.0.1",
-                 ready_timeout_s=None, poll_s=2.0) -> dict[str, Endpoint]   # needs vLLM
-    wait_models_ready(base_url, model_ids, timeout_s, *, app_name=None, poll_s=2.0) -> None
-    teardown(app_name=APP_NAME) -> None
+                 ready_timeout_s=None, poll_s=2.0) -> dict[str, Endpoint]   # vLLM, or stand-ins
+    placement(model_cfg, cfg=None) -> dict                 # one replica's bundles, strategy, GPUs, CPUs
+    check_placement(model_cfgs, cfg=None, nodes=None)      # UnplaceableModel before deploying
+    build_standin_app(model_cfgs, cfg=None)                # serving.standin: same placement, simulated
+    wait_app_ready(app_name, base_url, model_ids, timeout_s, *, poll_s=2.0) -> None
+                                                           # RUNNING + a 1-token answer per model
+    teardown(app_name=APP_NAME) -> None                    # the app and its prefix-tree actors
     require_vllm() -> None                                 # VLLMNotInstalled with the install hint
 
 The served model id is the config's ``name`` (``Qwen3-4B``), so a request's ``model`` is
@@ -61,7 +65,8 @@ _VLLM_KEYS = {
     "gpus_per_replica",      # documentation + check: must equal tensor x pipeline parallel size
     "chat_template_kwargs",  # sent per request by the client (extra_body); not an LLMConfig field
     "runtime_env",           # optional -> LLMConfig.runtime_env
-    "placement_group_config",  # optional -> LLMConfig.placement_group_config
+    "placement_group_config",  # optional -> LLMConfig.placement_group_config (default: ours, see placement())
+    "language_only",         # VL checkpoint: load only its language model (vLLM language_model_only)
 }
 # Keys accepted under vllm.deployment (Ray Serve deployment options LLMConfig documents).
 _DEPLOYMENT_KEYS = {
@@ -86,6 +91,29 @@ class StagePackingError(ValueError):
 
 class ModelNotReady(TimeoutError):
     """A deployed model did not come up in time (or its deployment failed); names the model."""
+
+
+def _placement_error() -> type:
+    from cluster.runtime import PlacementError
+
+    return PlacementError
+
+
+class UnplaceableModel(_placement_error()):  # type: ignore[misc]
+    """A replica the cluster cannot place: names the model, what it asks for and what is offered."""
+
+
+SERVE_NAMESPACE = "serve"
+QUIET_LOGS = {"log_level": "WARNING", "enable_access_log": False}  # as cluster.serving's apps
+PREFIX_TREE_ACTOR = "LlmPrefixTreeActor"  # Ray's name for the prefix router's detached actor
+# Ray's ingress ends a non-streaming request after RAY_SERVE_LLM_ROUTER_HTTP_TIMEOUT (600 s
+# by default) with HTTP 408; it is raised above serving.request_timeout_s by this margin so
+# the client's own per-call timeout is the one that fires.
+INGRESS_TIMEOUT_MARGIN_S = 60.0
+# Defaults of the prefix router's kwargs: evict, so the tree's memory stays bounded over a
+# sweep of hundreds of thousands of prompts (Ray's default is no eviction at all).
+PREFIX_ROUTER_DEFAULTS = {"do_eviction": True, "eviction_threshold_chars": 400_000,
+                          "eviction_target_chars": 360_000, "eviction_interval_secs": 10}
 
 
 # -- config plumbing -------------------------------------------------------------------
@@ -186,6 +214,77 @@ def _deployment_config(model_cfg: Mapping[str, Any], vc: Mapping[str, Any]) -> d
     return dep
 
 
+def accelerator_type(model_cfg: Mapping[str, Any], cfg: Any = None) -> str | None:
+    """``serving.accelerator_type`` when set (overrides every model's), else the model's, else None (any GPU)."""
+    over = _serving_section(cfg).get("accelerator_type")
+    if over:
+        return str(over)
+    own = _vllm_section(_plain(model_cfg)).get("accelerator_type")
+    return str(own) if own else None
+
+
+def placement(model_cfg: Mapping[str, Any], cfg: Any = None) -> dict[str, Any]:
+    """What one replica asks the cluster for, as Ray will place it.
+
+    One bundle per GPU (``{"GPU": 1, "CPU": serving.cpus_per_gpu}``, plus Ray's
+    ``accelerator_type:<T>: 0.001`` hint when a type is set), ``STRICT_PACK`` when the replica
+    spans several GPUs (tensor/pipeline parallel ranks on one node, never across nodes),
+    ``PACK`` for one. The LLMServer replica actor itself takes no CPU of its own (it sits in
+    the first bundle), so a replica reserves exactly ``gpus x cpus_per_gpu`` CPUs. The real
+    ``LLMConfig`` and the stand-in deployment use this same dict.
+    """
+    model_cfg = _plain(model_cfg)
+    serving = _serving_section(cfg)
+    vc = _vllm_section(model_cfg)
+    n = gpus_per_replica(model_cfg)
+    acc = accelerator_type(model_cfg, cfg)
+    own = vc.get("placement_group_config")
+    if own:
+        bundles = [dict(b) for b in own.get("bundles") or [dict(own["bundle_per_worker"]) for _ in range(n)]]
+        strategy = str(own.get("strategy", "PACK"))
+    else:
+        cpus = float(serving.get("cpus_per_gpu", 1.0))
+        bundles = [{"GPU": 1, "CPU": cpus} for _ in range(n)]
+        strategy = "STRICT_PACK" if n > 1 else "PACK"
+    if acc:
+        for b in bundles:
+            b.setdefault(f"accelerator_type:{acc}", 0.001)
+    dep = _deployment_config(model_cfg, vc)
+    return {"model": _name(model_cfg), "gpus": n, "cpus": sum(float(b.get("CPU", 0)) for b in bundles),
+            "accelerator_type": acc, "strategy": strategy, "bundles": bundles,
+            "replicas": max(1, _min_replicas(dep))}
+
+
+def _check_engine_kwargs(name: str, ek: Mapping[str, Any], dep: Mapping[str, Any]) -> None:
+    """Typos against vLLM's own argument names; batch size and Serve's concurrency consistent."""
+    from cluster.vllm_args import known_args, unknown_args
+
+    bad = unknown_args(dict(ek))
+    if bad:
+        version, names = known_args()
+        hints = []
+        import difflib
+
+        for k in bad:
+            close = difflib.get_close_matches(k, sorted(names), n=1)
+            hints.append(f"{k}" + (f" (did you mean {close[0]}?)" if close else ""))
+        raise ModelConfigError(f"model {name!r}: vllm.engine_kwargs has key(s) vLLM {version} does not accept: "
+                               f"{', '.join(hints)}")
+    seqs, ongoing = ek.get("max_num_seqs"), dep.get("max_ongoing_requests")
+    if seqs is None or ongoing is None:
+        raise ModelConfigError(f"model {name!r}: set both vllm.engine_kwargs.max_num_seqs and "
+                               f"vllm.deployment.max_ongoing_requests (sized to the KV cache)")
+    if not int(seqs) <= int(ongoing) <= 2 * int(seqs):
+        raise ModelConfigError(
+            f"model {name!r}: vllm.deployment.max_ongoing_requests={ongoing} must be between "
+            f"vllm.engine_kwargs.max_num_seqs={seqs} (a full batch) and twice that (bounded queueing "
+            f"inside one replica, so Serve spreads the rest)")
+    target = (dep.get("autoscaling_config") or {}).get("target_ongoing_requests")
+    if target is not None and float(target) > int(ongoing):
+        raise ModelConfigError(f"model {name!r}: autoscaling_config.target_ongoing_requests={target} exceeds "
+                               f"max_ongoing_requests={ongoing}: the replica count would never grow")
+
+
 def llm_config_dict(model_cfg: Mapping[str, Any], cfg: Any = None) -> dict[str, Any]:
     """The ``LLMConfig`` keyword arguments for one model, as plain YAML-able data.
 
@@ -208,18 +307,30 @@ def llm_config_dict(model_cfg: Mapping[str, Any], cfg: Any = None) -> dict[str, 
     if serving.get("prefix_cache_routing") and "request_router_config" not in dep:
         dep["request_router_config"] = {
             "request_router_class": PREFIX_ROUTER_CLASS,
-            "request_router_kwargs": dict(serving.get("prefix_router_kwargs") or {}),
+            "request_router_kwargs": {**PREFIX_ROUTER_DEFAULTS, **dict(serving.get("prefix_router_kwargs") or {})},
         }
+    ek = dict(vc.get("engine_kwargs") or {})
+    # The checkpoint's generation_config.json must not change the sampling: the sweep sends
+    # every parameter it means, and "vllm" makes vLLM's own defaults the rest.
+    ek.setdefault("generation_config", "vllm")
+    if vc.get("language_only"):
+        ek["language_model_only"] = True  # VL checkpoint: no vision tower, no image memory
+    _check_engine_kwargs(name, ek, dep)
+    # The replica actor takes no CPU of its own: placement() puts serving's CPUs in the bundles.
+    rao = dict(dep.get("ray_actor_options") or {})
+    rao.setdefault("num_cpus", 0)
+    dep["ray_actor_options"] = rao
+    pl = placement(model_cfg, cfg)
     out: dict[str, Any] = {
         "model_loading_config": mlc,
-        "engine_kwargs": dict(vc.get("engine_kwargs") or {}),
+        "engine_kwargs": ek,
         "deployment_config": dep,
+        "placement_group_config": {"bundles": pl["bundles"], "strategy": pl["strategy"]},
     }
-    if vc.get("accelerator_type"):
-        out["accelerator_type"] = str(vc["accelerator_type"])
-    for key in ("runtime_env", "placement_group_config"):
-        if vc.get(key):
-            out[key] = dict(vc[key])
+    if pl["accelerator_type"]:
+        out["accelerator_type"] = pl["accelerator_type"]
+    if vc.get("runtime_env"):
+        out["runtime_env"] = dict(vc["runtime_env"])
     return out
 
 
@@ -252,7 +363,22 @@ def serving_args(model_cfgs: Iterable[Mapping[str, Any]], cfg: Any = None) -> di
     dup = sorted({i for i in ids if ids.count(i) > 1})
     if dup:
         raise ModelConfigError(f"duplicate model ids in one stage: {dup}")
-    return {"llm_configs": configs}
+    return {"llm_configs": configs, "ingress_deployment_config": ingress_deployment_config(cfg)}
+
+
+def ingress_timeout_s(cfg: Any = None) -> float:
+    """Seconds the OpenAI ingress lets one request run: above the client's per-call timeout."""
+    return float(_serving_section(cfg).get("request_timeout_s", 1800.0)) + INGRESS_TIMEOUT_MARGIN_S
+
+
+def ingress_deployment_config(cfg: Any = None) -> dict[str, Any]:
+    """The ingress replica's CPUs (``serving.ingress_cpus``) and its request timeout, set in its
+    own runtime env: Ray reads ``RAY_SERVE_LLM_ROUTER_HTTP_TIMEOUT`` when the ingress imports."""
+    serving = _serving_section(cfg)
+    return {"ray_actor_options": {
+        "num_cpus": float(serving.get("ingress_cpus", 1.0)),
+        "runtime_env": {"env_vars": {"RAY_SERVE_LLM_ROUTER_HTTP_TIMEOUT": f"{ingress_timeout_s(cfg):g}"}},
+    }}
 
 
 def serve_app_config(model_cfgs: Iterable[Mapping[str, Any]], cfg: Any = None, *,
@@ -342,6 +468,23 @@ def build_llm_app(model_cfgs: Iterable[Mapping[str, Any]], cfg: Any = None) -> A
     return serve_llm.build_openai_app(serve_llm.LLMServingArgs(**args))
 
 
+def build_standin_app(model_cfgs: Iterable[Mapping[str, Any]], cfg: Any = None) -> Any:
+    """``serving.standin``: the stage's app with the real replicas' placement (GPUs, CPUs,
+    accelerator type, strategy, replicas, max_ongoing_requests) and ingress options, whose
+    replicas answer with the simulated policy. Needs no vLLM: it rehearses placement, stages,
+    readiness and teardown on a cluster with fake GPUs (``ray start --num-gpus=4``)."""
+    from cluster.serving import standin_app
+
+    models = [_plain(m) for m in model_cfgs]
+    configs = serving_args(models, cfg)["llm_configs"]  # the same checks as the real app
+    placements = []
+    for m, c in zip(models, configs):
+        pl = placement(m, cfg)
+        pl["max_ongoing_requests"] = c["deployment_config"].get("max_ongoing_requests")
+        placements.append(pl)
+    return standin_app(placements, ingress_deployment_config(cfg))
+
+
 def _endpoint_cls() -> Any:
     from cluster.serving import Endpoint
 
@@ -351,81 +494,225 @@ def _endpoint_cls() -> Any:
 def deploy_stage(model_cfgs: Iterable[Mapping[str, Any]], cfg: Any = None, *, app_name: str = APP_NAME,
                  host: str = "127.0.0.1", ready_timeout_s: float | None = None,
                  poll_s: float = 2.0) -> dict[str, Any]:
-    """``serve.run`` the stage's app without blocking, then wait until ``/v1/models`` lists
-    every model (or ``ready_timeout_s`` = ``serving.ready_timeout_s`` passes: a
-    :class:`ModelNotReady` naming the models that did not come up). Returns name -> Endpoint."""
+    """Check placement, ``serve.run`` the stage's app without blocking, wait until it is ready
+    (:func:`wait_app_ready`). With ``serving.standin`` the app is the stand-in one
+    (:func:`build_standin_app`: same placement, simulated answers). A failed or timed-out
+    deploy is torn down before the error propagates. Returns name -> Endpoint."""
     from ray import serve
 
     models = [_plain(m) for m in model_cfgs]
     serving = _serving_section(cfg)
     port = int(serving.get("http_port", 8000))
     timeout = float(ready_timeout_s if ready_timeout_s is not None else serving.get("ready_timeout_s", 900))
-    app = build_llm_app(models, cfg)
-    serve.start(http_options={"host": "0.0.0.0", "port": port})
-    serve.run_many([serve.RunTarget(app, name=app_name, route_prefix="/")],
-                   wait_for_ingress_deployment_creation=False, wait_for_applications_running=False)
-    base_url = f"http://{host}:{port}/v1"
-    wait_models_ready(base_url, [_name(m) for m in models], timeout, app_name=app_name, poll_s=poll_s)
+    check_placement(models, cfg)
+    standin = bool(serving.get("standin"))
+    app = build_standin_app(models, cfg) if standin else build_llm_app(models, cfg)
+    try:
+        serve.run_many([serve.RunTarget(app, name=app_name, route_prefix="/", logging_config=QUIET_LOGS)],
+                       wait_for_ingress_deployment_creation=False, wait_for_applications_running=False)
+        base_url = f"http://{host}:{port}/v1"
+        wait_app_ready(app_name, base_url, [_name(m) for m in models], timeout, poll_s=poll_s)
+    except BaseException:
+        try:
+            teardown(app_name)
+        except Exception as exc:  # noqa: BLE001 - the deploy's own error is the one to report
+            print(f"[serving] teardown of {app_name!r} after a failed deploy failed too: {exc}", flush=True)
+        raise
     Endpoint = _endpoint_cls()
     eps = {}
+    per_call = float(serving.get("request_timeout_s", 1800.0))
     for m in models:
         ctk = dict(m["vllm"].get("chat_template_kwargs") or {})
-        eps[_name(m)] = Endpoint(name=_name(m), base_url=base_url, model_id=_name(m), simulated=False,
-                                 api_key_env=None, timeout_s=3600.0, max_retries=4,
+        eps[_name(m)] = Endpoint(name=_name(m), base_url=base_url, model_id=_name(m), simulated=standin,
+                                 api_key_env=None, timeout_s=per_call, max_retries=4,
                                  extra_body={"chat_template_kwargs": ctk} if ctk else {}, app_name=app_name)
     return eps
 
 
-def _app_failure(app_name: str) -> str | None:
-    """The Serve status message when the application failed to deploy, else None."""
-    from ray import serve
+# -- placement ----------------------------------------------------------------------------
+
+
+def _fits(free: dict[str, float], bundle: Mapping[str, float]) -> bool:
+    return all(float(free.get(k, 0.0)) + 1e-9 >= float(v) for k, v in bundle.items() if float(v) > 0)
+
+
+def _take(free: dict[str, float], bundle: Mapping[str, float]) -> None:
+    for k, v in bundle.items():
+        free[k] = float(free.get(k, 0.0)) - float(v)
+
+
+def _place_replica(nodes: list[dict[str, float]], pl: Mapping[str, Any]) -> bool:
+    """First fit of one replica's bundles onto ``nodes`` (mutated on success)."""
+    bundles = pl["bundles"]
+    if pl["strategy"] in ("STRICT_PACK",):
+        total: dict[str, float] = {}
+        for b in bundles:
+            for k, v in b.items():
+                total[k] = total.get(k, 0.0) + float(v)
+        for free in nodes:
+            if _fits(free, total):
+                _take(free, total)
+                return True
+        return False
+    trial = [dict(n) for n in nodes]
+    for b in bundles:
+        for free in trial:
+            if _fits(free, b):
+                _take(free, b)
+                break
+        else:
+            return False
+    nodes[:] = trial
+    return True
+
+
+def describe_request(pl: Mapping[str, Any]) -> str:
+    acc = pl["accelerator_type"] or "any"
+    where = "on one node" if pl["strategy"] == "STRICT_PACK" else "best effort"
+    return (f"{pl['replicas']} replica(s) of {pl['gpus']} GPU(s) + {pl['cpus']:g} CPU(s), accelerator_type "
+            f"{acc}, placement {pl['strategy']} ({where})")
+
+
+def plan_placement(models: list[Mapping[str, Any]], cfg: Any, nodes: list[dict[str, float]]) -> list[str]:
+    """Problems placing a stage on ``nodes`` (free resources per node): every model's
+    ``min_replicas`` replicas, then the ingress, then one prefix-tree actor per model when
+    prefix routing is on. Empty when everything fits. Pure (tests give it node dicts)."""
+    serving = _serving_section(cfg)
+    free = [dict(n) for n in nodes]
+    problems = []
+    for m in models:
+        pl = placement(m, cfg)
+        for _ in range(pl["replicas"]):
+            if not _place_replica(free, pl):
+                problems.append(f"model {pl['model']!r} asks for {describe_request(pl)}")
+                break
+    extras = [("the OpenAI ingress", {"CPU": float(serving.get("ingress_cpus", 1.0))})]
+    if serving.get("prefix_cache_routing"):
+        extras += [(f"the prefix-tree actor of {_name(m)!r}", {"CPU": 1.0}) for m in models]
+    for what, need in extras:
+        if not _place_replica(free, {"strategy": "STRICT_PACK", "bundles": [need]}):
+            problems.append(f"{what} asks for {need['CPU']:g} CPU(s)")
+    return problems
+
+
+def _free_nodes() -> list[dict[str, float]]:
+    """Free resources per alive node right now (executors already hold theirs)."""
+    import ray._private.state as state
 
     try:
-        app = serve.status().applications.get(app_name)
-    except Exception:  # noqa: BLE001 - a status hiccup is not a deployment failure
-        return None
-    if app is None or str(getattr(app.status, "value", app.status)) != "DEPLOY_FAILED":
-        return None
-    failed = [f"{d}: {s.message}" for d, s in app.deployments.items()
-              if str(getattr(s.status, "value", s.status)) in ("DEPLOY_FAILED", "UNHEALTHY")]
-    return "; ".join(failed) or app.message
+        return [dict(v) for v in state.available_resources_per_node().values()]
+    except Exception:  # noqa: BLE001 - fall back to totals when the private API moves
+        from cluster.runtime import node_resources
+
+        return node_resources()
 
 
-def wait_models_ready(base_url: str, model_ids: list[str], timeout_s: float, *, app_name: str | None = None,
-                      poll_s: float = 2.0) -> None:
-    """Poll ``GET <base_url>/models`` until it lists every id; fail fast on DEPLOY_FAILED."""
+def check_placement(models: list[Mapping[str, Any]], cfg: Any = None,
+                    nodes: list[dict[str, float]] | None = None) -> None:
+    """Refuse, before deploying, a stage the cluster cannot place (it would pend forever)."""
+    from cluster.runtime import describe_nodes
+
+    nodes = _free_nodes() if nodes is None else nodes
+    problems = plan_placement(models, cfg, nodes)
+    if problems:
+        raise UnplaceableModel(f"cannot place the stage: {'; '.join(problems)}; the cluster has free: "
+                               f"{describe_nodes(nodes)} (set serving.accelerator_type, serving.cpus_per_gpu "
+                               f"or cluster.executors, or add nodes)")
+
+
+# -- readiness ----------------------------------------------------------------------------
+
+
+def _status_value(s: Any) -> str:
+    return str(getattr(s, "value", s))
+
+
+def app_state(app_name: str) -> tuple[str, str]:
+    """(status, message) of a Serve application; ("NOT_FOUND", "") when absent."""
+    from ray import serve
+
+    app = serve.status().applications.get(app_name)
+    if app is None:
+        return "NOT_FOUND", ""
+    status = _status_value(app.status)
+    msgs = [f"{d}: {s.message}" for d, s in app.deployments.items() if s.message]
+    return status, "; ".join(msgs) or str(app.message or "")
+
+
+def probe_model(base_url: str, model_id: str, timeout_s: float = 120.0) -> str | None:
+    """One 1-token chat request; None when it succeeds, else why not."""
     import httpx
 
+    body = {"model": model_id, "messages": [{"role": "user", "content": "ready?"}], "max_tokens": 1,
+            "temperature": 0.0}
+    try:
+        r = httpx.post(f"{base_url}/chat/completions", json=body, timeout=timeout_s)
+    except httpx.HTTPError as exc:
+        return f"{type(exc).__name__}: {exc}"
+    return None if r.status_code == 200 else f"HTTP {r.status_code}: {r.text[:200]}"
+
+
+UNSCHEDULED_HINT = "to be scheduled"  # Serve's message for replicas the cluster cannot place
+
+
+def wait_app_ready(app_name: str, base_url: str, model_ids: list[str], timeout_s: float, *,
+                   poll_s: float = 2.0) -> None:
+    """Ready = ``serve.status()`` says RUNNING and a 1-token request to every model succeeds.
+
+    ``/v1/models`` is not enough: the ingress answers it from the model cards while the
+    weights still load. Fails fast on DEPLOY_FAILED and on replicas Serve cannot schedule.
+    """
     deadline = time.monotonic() + float(timeout_s)
-    missing, last = list(model_ids), "no answer yet"
+    last = "no status yet"
     while True:
         try:
-            r = httpx.get(f"{base_url}/models", timeout=10.0)
-            if r.status_code == 200:
-                listed = {d.get("id") for d in r.json().get("data", [])}
-                missing = [m for m in model_ids if m not in listed]
-                if not missing:
-                    return
-                last = f"listed {sorted(x for x in listed if x)}"
-            else:
-                last = f"HTTP {r.status_code}"
-        except (httpx.HTTPError, ValueError) as exc:
-            last = f"{type(exc).__name__}: {exc}"
-        failure = _app_failure(app_name) if app_name else None
-        if failure:
-            raise ModelNotReady(f"model(s) {missing} failed to deploy in Serve app {app_name!r}: {failure}")
+            status, msg = app_state(app_name)
+        except Exception as exc:  # noqa: BLE001 - a status hiccup is retried until the deadline
+            status, msg = "UNKNOWN", f"{type(exc).__name__}: {exc}"
+        if status == "DEPLOY_FAILED":
+            raise ModelNotReady(f"model(s) {model_ids} failed to deploy in Serve app {app_name!r}: {msg}")
+        if status in ("DEPLOYING", "NOT_FOUND") and UNSCHEDULED_HINT in msg:
+            raise UnplaceableModel(f"model(s) {model_ids} in Serve app {app_name!r} cannot be placed: {msg}")
+        if status == "RUNNING":
+            failures = {m: probe_model(base_url, m) for m in model_ids}
+            bad = {m: f for m, f in failures.items() if f}
+            if not bad:
+                return
+            last = "; ".join(f"{m}: {f}" for m, f in bad.items())
+        else:
+            last = f"app {status}" + (f": {msg}" if msg else "")
         if time.monotonic() >= deadline:
-            raise ModelNotReady(f"model(s) {missing} not ready at {base_url} after {timeout_s:.0f}s "
+            raise ModelNotReady(f"model(s) {model_ids} not ready at {base_url} after {timeout_s:.0f}s "
                                 f"(last: {last}); raise serving.ready_timeout_s for large models")
         time.sleep(poll_s)
 
 
+# -- teardown -----------------------------------------------------------------------------
+
+
+def prefix_tree_actors(app_name: str) -> list[tuple[str, str]]:
+    """(name, namespace) of the prefix router's detached actors that belong to ``app_name``."""
+    import ray
+
+    ns_prefix = f"{SERVE_NAMESPACE}::{app_name}::"
+    return [(a["name"], a["namespace"]) for a in ray.util.list_named_actors(all_namespaces=True)
+            if a["name"] == PREFIX_TREE_ACTOR and str(a["namespace"]).startswith(ns_prefix)]
+
+
 def teardown(app_name: str = APP_NAME) -> None:
-    """Delete the stage's Serve application (frees its GPUs for the next stage)."""
+    """Delete the stage's Serve application (frees its GPUs for the next stage) and the
+    prefix-tree actors its router created (detached: they outlive ``serve.delete``)."""
+    import ray
     from ray import serve
 
-    serve.delete(app_name)
-
+    try:
+        serve.delete(app_name, _blocking=True)
+    finally:
+        for name, ns in prefix_tree_actors(app_name):
+            try:
+                ray.kill(ray.get_actor(name, namespace=ns), no_restart=True)
+            except ValueError:  # already gone
+                pass
 
 # -- stages ----------------------------------------------------------------------------
 

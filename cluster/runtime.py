@@ -14,6 +14,10 @@ from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 NAMESPACE = "opteval"
+# The custom Ray resource a node offers, one unit per executor slot (PINNED: the KubeRay
+# manifests put it on CPU worker groups). Executors run only where it is offered, so they
+# never take the CPUs a vLLM replica, the OpenAI ingress or the prefix-tree actor needs.
+EXECUTOR_RESOURCE = "opteval_executor"
 
 
 @dataclass
@@ -43,6 +47,9 @@ def _local_init_kwargs(num_cpus: int | None, dashboard: bool) -> dict[str, Any]:
         # (or named by a stale /tmp/ray/ray_current_cluster) that the user did not ask for.
         "address": "local",
         "num_cpus": num_cpus or os.cpu_count() or 1,
+        # The embedded cluster is its own CPU node: it offers one executor slot per CPU
+        # (executor_slots still leaves serving's CPUs free beside any GPU it has).
+        "resources": {EXECUTOR_RESOURCE: float(num_cpus or os.cpu_count() or 1)},
         "include_dashboard": dashboard,
         "namespace": NAMESPACE,
         "log_to_driver": True,
@@ -88,3 +95,59 @@ def available_cpus() -> int:
     import ray
 
     return max(1, int(ray.cluster_resources().get("CPU", 1)))
+
+
+def _config_error() -> type:
+    from cluster.config import ConfigError  # no Ray import there
+
+    return ConfigError
+
+
+class PlacementError(_config_error()):  # type: ignore[misc]
+    """The cluster cannot place what a sweep asks for; the message says what is offered.
+    A ConfigError: jobs/sweep.py prints it as one line and exits 2 (nothing is committed
+    for the stages not run; the same command resumes once the cluster or config is fixed)."""
+
+
+def serving_reserve(node: dict[str, float], cpus_per_gpu: float, ingress_cpus: float) -> float:
+    """CPUs a node keeps for serving: ``cpus_per_gpu`` per GPU, plus the ingress on a GPU node."""
+    gpus = float(node.get("GPU", 0))
+    return gpus * float(cpus_per_gpu) + (float(ingress_cpus) if gpus else 0.0)
+
+
+def executor_slots(nodes: list[dict[str, float]], executor_cpus: float, *, cpus_per_gpu: float = 1.0,
+                   ingress_cpus: float = 1.0, gpu_serving: bool = False) -> int:
+    """Executors the cluster can hold: per node, the ``opteval_executor`` units it offers,
+    capped by its CPUs left after serving's reserve (only when the sweep serves on GPUs).
+
+    ``nodes`` are the alive nodes' total resources. Pure, so the rule is testable without Ray.
+    """
+    total = 0
+    for res in nodes:
+        offered = int(float(res.get(EXECUTOR_RESOURCE, 0)))
+        if offered <= 0:
+            continue
+        cpus = float(res.get("CPU", 0))
+        if gpu_serving:
+            cpus -= serving_reserve(res, cpus_per_gpu, ingress_cpus)
+        by_cpu = int(max(0.0, cpus) // max(1e-9, float(executor_cpus)))
+        total += min(offered, by_cpu)
+    return total
+
+
+def node_resources() -> list[dict[str, float]]:
+    """Total resources of every alive node (what the cluster offers)."""
+    import ray
+
+    return [dict(n.get("Resources") or {}) for n in ray.nodes() if n.get("Alive")]
+
+
+def describe_nodes(nodes: list[dict[str, float]]) -> str:
+    """One short line per node: CPU, GPU, executor slots, accelerator types."""
+    parts = []
+    for i, res in enumerate(nodes):
+        acc = sorted(k.split(":", 1)[1] for k in res if k.startswith("accelerator_type:"))
+        parts.append(f"node {i}: CPU={res.get('CPU', 0):g} GPU={res.get('GPU', 0):g} "
+                     f"{EXECUTOR_RESOURCE}={res.get(EXECUTOR_RESOURCE, 0):g}"
+                     + (f" accelerator_type={','.join(acc)}" if acc else ""))
+    return "; ".join(parts) or "no alive nodes"

@@ -473,12 +473,34 @@ def stages_for(prep: Prepared) -> list[list[str]]:
     return [s for s in plan_stages(models, prep.cfg) if s]
 
 
-def executor_count(cfg: Any) -> int:
-    from cluster.runtime import available_cpus
+def serves_on_gpus(cfg: Any) -> bool:
+    """Whether the sweep deploys vLLM models (or their stand-ins), which need CPUs beside GPUs."""
+    from cluster.config import model_config
 
+    return any(str(model_config(str(m)).backend) == "vllm" for m in cfg.models)
+
+
+def executor_count(cfg: Any) -> int:
+    """Executors to start: the ``opteval_executor`` slots the cluster offers (never GPU nodes'
+    CPUs that serving needs), or ``cluster.executors`` when it fits; else a PlacementError."""
+    from cluster.runtime import EXECUTOR_RESOURCE, PlacementError, describe_nodes, executor_slots, node_resources
+
+    nodes = node_resources()
+    s = cfg.serving
+    slots = executor_slots(nodes, float(cfg.cluster.executor_cpus), cpus_per_gpu=float(s.cpus_per_gpu),
+                           ingress_cpus=float(s.ingress_cpus), gpu_serving=serves_on_gpus(cfg))
+    if slots < 1:
+        raise PlacementError(
+            f"no executor can be placed: no node offers the {EXECUTOR_RESOURCE!r} resource with "
+            f"{float(cfg.cluster.executor_cpus):g} CPU(s) to spare ({describe_nodes(nodes)}); start CPU nodes with "
+            f"ray start --resources='{{\"{EXECUTOR_RESOURCE}\": N}}'")
     if cfg.cluster.executors:
-        return int(cfg.cluster.executors)
-    return max(1, int(available_cpus() // max(1, float(cfg.cluster.executor_cpus))))
+        n = int(cfg.cluster.executors)
+        if n > slots:
+            raise PlacementError(f"cluster.executors={n} but the cluster holds {slots} executor(s) "
+                                 f"({describe_nodes(nodes)})")
+        return n
+    return slots
 
 
 def start_actors(prep: Prepared) -> tuple[list[Any], list[Any]]:
@@ -542,8 +564,10 @@ async def run_stages(prep: Prepared, workers: list[Any], committer: Committer, p
             break
         models = [prep.model_cfgs[m] for m in stage]
         print(f"[sweep] stage {stage}: deploying", flush=True)
-        endpoints = await asyncio.to_thread(deploy_stage, models, prep.cfg)
-        try:
+        endpoints: dict[str, Any] = {}
+        try:  # a failed deploy is torn down too (deploy_stage cleans up, teardown_stage makes sure)
+            endpoints = await asyncio.to_thread(deploy_stage, models, prep.cfg)
+            print(f"[sweep] stage {stage}: ready", flush=True)
             by_model: dict[str, list[Any]] = defaultdict(list)
             for it in prep.pending:
                 if it.model in endpoints:
@@ -551,7 +575,8 @@ async def run_stages(prep: Prepared, workers: list[Any], committer: Committer, p
             await disp.run_stage(dict(by_model), endpoints)
             await committer.flush(force=True)
         finally:
-            await asyncio.to_thread(teardown_stage, endpoints)
+            apps = await asyncio.to_thread(teardown_stage, endpoints, models)
+            print(f"[sweep] stage {stage}: torn down (Serve apps deleted: {', '.join(apps) or 'none'})", flush=True)
 
 
 @dataclass

@@ -154,26 +154,127 @@ class SimulatedOpenAI:
         })
 
 
+# -- stand-ins: the placement of a vLLM stage, answered by the simulated policy ----------
+
+
+@serve.deployment(ray_actor_options={"num_cpus": 0})
+class StandinServer:
+    """One model's stand-in replica: placed with the real replica's bundles and strategy
+    (``llm_serving.placement``), answering with the simulated policy (marked simulated)."""
+
+    def __init__(self, model_cfg: dict[str, Any]) -> None:
+        self._sim = SimulatedOpenAI.func_or_class(model_cfg)
+
+    async def respond(self, raw: bytes, meta: Any = None) -> tuple[int, bytes]:
+        r = await self._sim.chat(raw, meta)
+        return r.status_code, bytes(r.body)
+
+
+@serve.deployment(max_ongoing_requests=1000)
+class StandinIngress:
+    """Routes ``/v1/chat/completions`` by the body's ``model`` like Ray's ``OpenAiIngress``."""
+
+    def __init__(self, servers: dict[str, Any]) -> None:
+        self._servers = servers
+
+    async def __call__(self, request: Request) -> Response:
+        path = request.url.path.rstrip("/")
+        if path.endswith(MODELS_PATH):
+            return _json(200, {"object": "list", "data": [{"id": n, "object": "model", "owned_by": SIMULATED_FINGERPRINT}
+                                                          for n in self._servers]})
+        if not path.endswith(CHAT_PATH) or request.method != "POST":
+            return _error(404, f"no route {request.method} {path!r}: use POST {CHAT_PATH} or GET {MODELS_PATH}")
+        raw = await request.body()
+        try:
+            model = json.loads(raw).get("model")
+        except (ValueError, AttributeError):
+            return _error(400, "request body is not a JSON object")
+        handle = self._servers.get(model)
+        if handle is None:
+            return _error(404, f"model {model!r} is not served here", "model")
+        status, body = await handle.respond.remote(raw, call_meta(request.headers))
+        return Response(body, status_code=status, media_type="application/json")
+
+
+def standin_app(placements: list[dict[str, Any]], ingress_options: dict[str, Any]) -> Any:
+    """The stand-in stage app: one ``StandinServer`` per model with its real replica's
+    placement (``llm_serving.placement`` dicts plus ``max_ongoing_requests``) behind one ingress
+    with the real ingress's options."""
+    from cluster.llm_serving import server_deployment_name
+
+    servers = {}
+    for pl in placements:
+        sim_cfg = {"name": pl["model"], "backend": "simulated", "simulated": {}}
+        servers[pl["model"]] = StandinServer.options(
+            name=server_deployment_name(pl["model"]), num_replicas=int(pl["replicas"]),
+            placement_group_bundles=[dict(b) for b in pl["bundles"]], placement_group_strategy=pl["strategy"],
+            max_ongoing_requests=int(pl.get("max_ongoing_requests") or 256),
+        ).bind(sim_cfg)
+    return StandinIngress.options(**ingress_options).bind(servers)
+
+
 def simulated_app_name(model: str) -> str:
     return f"opteval-sim-{model}"
 
 
-def _base(port: int, prefix: str) -> str:
-    return f"http://127.0.0.1:{port}{prefix}/v1"
+def client_host(http_host: str) -> str:
+    """Where a worker reaches its node's proxy: loopback unless the proxy binds one address."""
+    return "127.0.0.1" if str(http_host) in ("0.0.0.0", "::", "", "localhost") else str(http_host)
 
 
-def ensure_serve(http_port: int) -> None:
-    """Start Serve's HTTP proxies on the configured port (no-op when already running)."""
-    serve.start(http_options={"host": "0.0.0.0", "port": int(http_port)}, logging_config=QUIET_LOGS)
+def _base(port: int, prefix: str, host: str = "127.0.0.1") -> str:
+    return f"http://{client_host(host)}:{port}{prefix}/v1"
 
 
-def deploy_simulated(model_cfg: dict[str, Any], http_port: int, replicas: int = 1) -> Endpoint:
+class ServingError(RuntimeError):
+    """Serve could not be started as configured; the message names the key."""
+
+
+def _serve_running() -> bool:
+    import ray
+
+    try:
+        ray.get_actor("SERVE_CONTROLLER_ACTOR", namespace="serve")
+    except ValueError:
+        return False
+    return True
+
+
+def port_free(host: str, port: int) -> bool:
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, int(port)))
+        except OSError:
+            return False
+    return True
+
+
+def ensure_serve(http_port: int, http_host: str = "127.0.0.1") -> None:
+    """Start Serve's HTTP proxies on ``serving.http_host:serving.http_port`` (no-op when Serve
+    already runs). Loopback by default: each node's proxy serves the workers on that node;
+    a port another process holds is an error naming it, not a proxy that silently never binds."""
+    if _serve_running():
+        return
+    if not port_free(http_host, http_port):
+        raise ServingError(f"serving.http_port: {http_host}:{http_port} is already in use by another process; "
+                           f"choose a free port (serving.http_port=...)")
+    serve.start(http_options={"host": str(http_host), "port": int(http_port)}, logging_config=QUIET_LOGS)
+
+
+def deploy_simulated(model_cfg: dict[str, Any], http_port: int, replicas: int = 1,
+                     timeout_s: float = 600.0, http_host: str = "127.0.0.1") -> Endpoint:
     name = str(model_cfg["name"])
     prefix = f"/{name}"
     app = SimulatedOpenAI.options(num_replicas=max(1, int(replicas))).bind(model_cfg)
-    serve.run(app, name=simulated_app_name(name), route_prefix=prefix, logging_config=QUIET_LOGS)
-    return Endpoint(name=name, base_url=_base(http_port, prefix), model_id=name, simulated=True,
-                    api_key_env=None, timeout_s=600.0, max_retries=4, app_name=simulated_app_name(name))
+    # Not waiting here: wait_ready checks RUNNING and a real request (and sees DEPLOY_FAILED).
+    serve.run_many([serve.RunTarget(app, name=simulated_app_name(name), route_prefix=prefix,
+                                    logging_config=QUIET_LOGS)],
+                   wait_for_ingress_deployment_creation=False, wait_for_applications_running=False)
+    return Endpoint(name=name, base_url=_base(http_port, prefix, http_host), model_id=name, simulated=True,
+                    api_key_env=None, timeout_s=float(timeout_s), max_retries=4, app_name=simulated_app_name(name))
 
 
 def external_endpoint(model_cfg: dict[str, Any]) -> Endpoint:
@@ -197,68 +298,85 @@ def in_process_endpoint(model_cfg: dict[str, Any]) -> Endpoint:
 
 def deploy_vllm(model_cfgs: list[dict[str, Any]], cfg: Any) -> dict[str, Endpoint]:
     """One Serve app for a vLLM stage, built and awaited by ``cluster.llm_serving`` (GPU-only import)."""
-    from cluster import llm_serving  # lazy: needs ray[serve,llm] and vLLM
+    from cluster import llm_serving  # lazy: needs ray[serve,llm] and vLLM (not for stand-ins)
 
-    return llm_serving.deploy_stage(model_cfgs, cfg, app_name=LLM_APP_NAME)
+    return llm_serving.deploy_stage(model_cfgs, cfg, app_name=LLM_APP_NAME,
+                                    host=client_host(str(cfg.serving.http_host)))
 
 
 def wait_ready(endpoints: dict[str, Endpoint], timeout_s: float) -> None:
-    """Poll ``GET /models`` until every served endpoint answers 200 (vLLM loads take minutes)."""
-    import httpx
+    """Every endpoint with a Serve app: the app RUNNING and a 1-token request answered."""
+    from cluster.llm_serving import wait_app_ready
 
     deadline = time.monotonic() + float(timeout_s)
     for ep in endpoints.values():
-        if not ep.app_name:
-            continue
-        last = "no attempt"
-        while True:
-            try:
-                r = httpx.get(f"{ep.base_url}/models", timeout=10.0)
-                if r.status_code == 200:
-                    break
-                last = f"HTTP {r.status_code}"
-            except httpx.HTTPError as exc:
-                last = f"{type(exc).__name__}: {exc}"
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"endpoint {ep.name} at {ep.base_url} not ready after {timeout_s}s: {last}")
-            time.sleep(0.5)
+        if ep.app_name and ep.base_url:
+            wait_app_ready(ep.app_name, ep.base_url, [ep.model_id], max(1.0, deadline - time.monotonic()),
+                           poll_s=0.25)
 
 
 def sim_replicas(model_cfg: dict[str, Any]) -> int:
-    """Replica count of a simulated app: ``serving.replicas`` or ``replicas`` in the model config, else 1."""
-    serving = model_cfg.get("serving") or {}
-    return max(1, int(serving.get("replicas") or model_cfg.get("replicas") or 1))
+    """Replica count of a simulated app: one (it is an async replica with no CPU of its own)."""
+    return 1
+
+
+def stage_apps(models: list[dict[str, Any]]) -> list[str]:
+    """The Serve applications a stage of these models deploys (known before deploying)."""
+    apps = [simulated_app_name(str(m["name"])) for m in models if m.get("backend") == "simulated"]
+    if any(m.get("backend") == "vllm" for m in models):
+        apps.append(LLM_APP_NAME)
+    return apps
 
 
 def deploy_stage(models: list[dict[str, Any]], cfg: Any) -> dict[str, Endpoint]:
-    """Deploy (or point at) every model of one stage; returns name -> Endpoint, ready to call."""
+    """Deploy (or point at) every model of one stage; returns name -> Endpoint, ready to call.
+    On any failure (placement, deploy, readiness) what was deployed is torn down first."""
     port = int(cfg.serving.http_port)
+    per_call = float(cfg.serving.request_timeout_s)
     eps: dict[str, Endpoint] = {}
     vllm = [m for m in models if m.get("backend") == "vllm"]
     needs_serve = bool(vllm) or any(m.get("backend") == "simulated" for m in models)
-    if needs_serve:
-        ensure_serve(port)
-    for mc in models:
-        backend = mc.get("backend")
-        if backend == "simulated":
-            eps[mc["name"]] = deploy_simulated(mc, port, replicas=sim_replicas(mc))
-        elif backend == "openai":
-            eps[mc["name"]] = external_endpoint(mc)
-        elif backend != "vllm":
-            eps[mc["name"]] = in_process_endpoint(mc)
-    if vllm:
-        eps.update(deploy_vllm(vllm, cfg))
-    wait_ready(eps, float(cfg.serving.ready_timeout_s))
+    try:
+        if needs_serve:
+            ensure_serve(port, str(cfg.serving.http_host))
+        for mc in models:
+            backend = mc.get("backend")
+            if backend == "simulated":
+                eps[mc["name"]] = deploy_simulated(mc, port, replicas=sim_replicas(mc), timeout_s=per_call,
+                                                   http_host=str(cfg.serving.http_host))
+            elif backend == "openai":
+                eps[mc["name"]] = external_endpoint(mc)
+            elif backend != "vllm":
+                eps[mc["name"]] = in_process_endpoint(mc)
+        wait_ready(eps, float(cfg.serving.ready_timeout_s))
+        if vllm:
+            eps.update(deploy_vllm(vllm, cfg))
+    except BaseException:
+        try:
+            teardown_stage(eps, models)
+        except Exception as exc:  # noqa: BLE001 - the deploy's own error is the one to report
+            print(f"[serving] teardown after a failed deploy failed too: {exc}", flush=True)
+        raise
     return eps
 
 
-def teardown_stage(endpoints: dict[str, Endpoint]) -> None:
-    """Delete the Serve apps this stage deployed (external URLs are left alone)."""
-    for app in sorted({ep.app_name for ep in endpoints.values() if ep.app_name}):
+def teardown_stage(endpoints: dict[str, Endpoint], models: list[dict[str, Any]] | None = None) -> list[str]:
+    """Delete the Serve apps of this stage (those of ``endpoints`` and, when given, every app
+    ``models`` would deploy, so a half-deployed stage goes too) with their prefix-tree actors.
+    External URLs are left alone. Returns the apps deleted; the first failure is re-raised
+    after trying all of them (a stage that cannot be torn down must not be silently kept)."""
+    from cluster.llm_serving import teardown
+
+    apps = sorted({ep.app_name for ep in endpoints.values() if ep.app_name} | set(stage_apps(models or [])))
+    error: BaseException | None = None
+    for app in apps:
         try:
-            serve.delete(app)
-        except Exception:  # noqa: BLE001 - teardown is best effort; the next stage redeploys
-            pass
+            teardown(app)
+        except Exception as exc:  # noqa: BLE001 - try the others, then report
+            error = error or exc
+    if error is not None:
+        raise error
+    return apps
 
 
 def plan_stages(models: list[dict[str, Any]], cfg: Any) -> list[list[str]]:

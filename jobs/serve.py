@@ -2,6 +2,7 @@
 
     python jobs/serve.py models=[Qwen3-4B]                   # vLLM via ray.serve.llm (GPU + '.[gpu]')
     python jobs/serve.py models=[sim-small] serving.http_port=8001
+    python jobs/serve.py models=[Qwen3-4B] serving.standin=true  # the real placement, simulated answers
     python jobs/serve.py configs/sweeps/paper.yaml models=[Qwen3-0.6B,Qwen3-1.7B] hold=false
 
 Arguments are the sweep's (``cluster.config.load_config``: optional YAML, then a dotlist),
@@ -54,8 +55,9 @@ def stand_up(cfg: Any) -> tuple[dict[str, Any], list[str]]:
     models = [as_plain(model_config(str(n))) for n in cfg.models]
     vllm = [m for m in models if m["backend"] == "vllm"]
     others = [m for m in models if m["backend"] != "vllm"]
-    eps: dict[str, Any] = {}
-    port = int(cfg.serving.http_port)
+    for m in others:
+        if m["backend"] not in ("simulated", "openai"):
+            raise SystemExit(f"model {m['name']!r}: backend {m['backend']!r} has no endpoint to serve")
     if vllm:
         import ray
 
@@ -67,17 +69,8 @@ def stand_up(cfg: Any) -> tuple[dict[str, Any], list[str]]:
         if len(stages) > 1:
             raise SystemExit(f"the vLLM models do not fit {gpus} GPUs at once (stages: {stages}); "
                              "serve fewer models per command")
-        eps.update(llm_serving.deploy_stage(vllm, cfg))
-    if any(m["backend"] == "simulated" for m in others):
-        serving.ensure_serve(port)
-    for m in others:
-        if m["backend"] == "simulated":
-            eps[m["name"]] = serving.deploy_simulated(m, port, replicas=serving.sim_replicas(m))
-        elif m["backend"] == "openai":
-            eps[m["name"]] = serving.external_endpoint(m)
-        else:
-            raise SystemExit(f"model {m['name']!r}: backend {m['backend']!r} has no endpoint to serve")
-    serving.wait_ready({k: v for k, v in eps.items() if v.simulated}, float(cfg.serving.ready_timeout_s))
+    # One stage: placement checked, ready = RUNNING + a 1-token answer, torn down on failure.
+    eps = serving.deploy_stage(models, cfg)
     apps = sorted({ep.app_name for ep in eps.values() if ep.app_name})
     return eps, apps
 
@@ -96,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"config error: {exc}", file=sys.stderr)
         return 2
     backends = {str(n): model_backend(str(n)) for n in cfg.models}
-    if "vllm" in backends.values():
+    if "vllm" in backends.values() and not bool(cfg.serving.standin):  # stand-ins need no vLLM
         from cluster.llm_serving import VLLMNotInstalled, require_vllm
 
         try:  # before starting Ray: say what to install, not a traceback from a replica
@@ -125,12 +118,20 @@ def main(argv: list[str] | None = None) -> int:
                 time.sleep(3600)
     except KeyboardInterrupt:
         pass
+    except Exception as exc:  # placement refused, deploy failed, not ready: one line, exit 1
+        from cluster.llm_serving import ModelConfigError, ModelNotReady, UnplaceableModel
+        from cluster.serving import ServingError
+
+        if not isinstance(exc, (ModelConfigError, ModelNotReady, UnplaceableModel, ServingError)):
+            raise
+        print(f"cannot serve: {exc}", file=sys.stderr)
+        return 1
     finally:
         if hold and apps:
-            from ray import serve
+            from cluster.llm_serving import teardown
 
             for app in apps:
-                serve.delete(app)
+                teardown(app)  # the app and its prefix-tree actors
         if rt is not None:
             from cluster import runtime
 

@@ -39,8 +39,19 @@ SIMULATED_FINGERPRINT = "opteval-simulated"
 # servers ignore unknown headers, the simulated policy's Serve app reads them.
 HARNESS_HEADER = "X-Opteval-Harness"
 STAGE_HEADER = "X-Opteval-Stage"
-# 408 request timeout, 429 rate limit, and every 5xx; any other 4xx is our request's fault.
+# Error classes. Infrastructure (retried with backoff, then ModelError -> status=error with
+# the reason): 408 request timeout (Ray's ingress ends long requests with it), 429 rate
+# limit, every 5xx, connection errors and client timeouts.
 RETRY_STATUSES = frozenset({408, 429})
+# The model's failure for this call (not retried, not an error): the request the harness
+# built was refused, e.g. the conversation outgrew the context window (vLLM answers 400) or a
+# field is invalid (400/422), or the body is too large (413). The harness gets an empty
+# completion whose finish_reason starts with "rejected"; the trajectory goes on, and may end
+# with no submission (wrong, never missing).
+MODEL_FAULT_STATUSES = frozenset({400, 413, 422})
+REJECTED = "rejected"
+# Any other 4xx (401/403 key, 404 wrong URL or model id, 405 ...) is a configuration fault of
+# the endpoint: ModelError at once (retrying cannot help), recorded as infrastructure.
 MAX_BACKOFF_S = 60.0
 # Many requests in flight from one worker to one endpoint: keep the pool wide.
 POOL_LIMITS = httpx.Limits(max_connections=2048, max_keepalive_connections=512, keepalive_expiry=60.0)
@@ -167,6 +178,8 @@ class OpenAIChatModel:
                 if response.status_code == 200:
                     return self._parse(response, time.perf_counter() - start)
                 last = f"HTTP {response.status_code}: {_snippet(response.text)}"
+                if response.status_code in MODEL_FAULT_STATUSES:
+                    return self._rejected(last, time.perf_counter() - start)
                 if not _retryable(response.status_code):
                     raise ModelError(f"model {self.name!r} at {self.url}: {last} (not retried)")
                 retry_after = _retry_after(response)
@@ -178,6 +191,13 @@ class OpenAIChatModel:
         raise ModelError(f"model {self.name!r} at {self.url}: failed after {attempts} attempt(s); last: {last}")
 
     # -- response --------------------------------------------------------------------------
+
+    def _rejected(self, reason: str, latency_s: float) -> Completion:
+        """The model refused this request: an empty completion the harness sees (and records:
+        ``finish_reason`` carries the reason), not an infrastructure error."""
+        log.warning("model %r at %s refused the request: %s", self.name, self.url, reason)
+        return Completion(text="", usage=Usage(), finish_reason=f"{REJECTED}: {_snippet(reason, 200)}",
+                          latency_s=latency_s)
 
     def _parse(self, response: httpx.Response, latency_s: float) -> Completion:
         try:

@@ -201,6 +201,7 @@ def test_ray_job_submit_runs_the_sweep_on_a_cluster(h, tmp_path):
             [*_ray_cli(), "start", "--head", f"--port={gcs}", f"--dashboard-port={dash}", "--include-dashboard=true",
              "--dashboard-host=127.0.0.1", f"--ray-client-server-port={client}",
              f"--dashboard-agent-listen-port={agent}", "--num-cpus=2", f"--temp-dir={ray_tmp}",
+             '--resources={"opteval_executor": 2}',  # executor slots: a CPU node offers them
              "--disable-usage-stats"],
             env=env, capture_output=True, text=True, timeout=120)
         assert start.returncode == 0, start.stdout[-2000:] + start.stderr[-2000:]

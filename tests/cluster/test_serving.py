@@ -5,7 +5,6 @@ import asyncio
 
 import httpx
 import pytest
-from omegaconf import OmegaConf
 
 from cluster.config import as_plain, model_config
 from cluster.serving import SIMULATED_FINGERPRINT, deploy_stage, simulated_model_cfg, teardown_stage
@@ -16,7 +15,9 @@ pytestmark = pytest.mark.ray
 @pytest.fixture(scope="module")
 def sim_endpoint(ray_cluster):
     _, port = ray_cluster
-    cfg = OmegaConf.create({"serving": {"http_port": port, "ready_timeout_s": 120, "gpus": None}})
+    from cluster.config import load_config
+
+    cfg = load_config([f"serving.http_port={port}", "serving.ready_timeout_s=120"])
     eps = deploy_stage([as_plain(model_config("sim-fast"))], cfg)
     yield eps["sim-fast"]
     teardown_stage(eps)

@@ -111,7 +111,9 @@ def test_prefix_cache_router_option():
                                            "prefix_router_kwargs": {"imbalanced_threshold": 8}}})
     rr = routed.deployment_config["request_router_config"]
     assert rr["request_router_class"] == ls.PREFIX_ROUTER_CLASS
-    assert rr["request_router_kwargs"] == {"imbalanced_threshold": 8}
+    # Ours over Ray's: eviction on (Ray's default keeps every prefix forever), the user's on top.
+    assert rr["request_router_kwargs"] == {**ls.PREFIX_ROUTER_DEFAULTS, "imbalanced_threshold": 8}
+    assert rr["request_router_kwargs"]["do_eviction"] is True
     # Ray's DeploymentConfig imported the class while validating; it is the public router's base.
     from ray.serve._private.config import DeploymentConfig
 

@@ -1,0 +1,26 @@
+"""The 3-node rehearsal (tests/multinode/run_rehearsal.sh) as a pytest tier.
+
+Not part of the README test command: it starts its own Ray cluster with `ray start` (three
+raylets) and takes minutes. Run it with
+    OPTEVAL_MULTINODE=1 python -m pytest -q tests/multinode -m multinode
+or directly: bash tests/multinode/run_rehearsal.sh
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.multinode
+SCRIPT = Path(__file__).with_name("run_rehearsal.sh")
+
+
+@pytest.mark.skipif(os.environ.get("OPTEVAL_MULTINODE") != "1",
+                    reason="multinode tier: set OPTEVAL_MULTINODE=1 (starts a 3-node Ray cluster, minutes)")
+@pytest.mark.timeout(1200)
+def test_rehearsal_on_three_nodes_with_fake_gpus():
+    run = subprocess.run(["bash", str(SCRIPT)], capture_output=True, text=True, timeout=1100)
+    assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
+    assert "[rehearsal] OK: 8/8 trajectories committed, 0 error rows" in run.stdout

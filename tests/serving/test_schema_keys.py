@@ -1,0 +1,30 @@
+"""Every config key the serving code reads exists in the typed schema (a key read but not
+declared would be unsettable: OmegaConf refuses unknown keys), and every vllm key a model
+YAML may use is declared."""
+from __future__ import annotations
+
+import re
+from dataclasses import fields
+from pathlib import Path
+
+from cluster import llm_serving as ls
+from cluster.config import ServingSection, VllmSection
+
+ROOT = Path(__file__).resolve().parents[2]
+FILES = ["cluster/llm_serving.py", "cluster/serving.py", "cluster/scheduler.py", "jobs/serve.py"]
+
+
+def test_serving_keys_read_by_the_code_are_in_the_schema():
+    declared = {f.name for f in fields(ServingSection)}
+    read: set[str] = set()
+    for f in FILES:
+        src = (ROOT / f).read_text()
+        read |= set(re.findall(r"serving\.get\(\"(\w+)\"", src))
+        read |= set(re.findall(r"cfg\.serving\.(\w+)", src))
+        read |= set(re.findall(r"\bs\.(cpus_per_gpu|ingress_cpus)\b", src))
+    assert read, "the pattern found nothing: the test would pass vacuously"
+    assert read <= declared, sorted(read - declared)
+
+
+def test_vllm_keys_accepted_by_llm_serving_are_in_the_model_schema():
+    assert ls._VLLM_KEYS <= {f.name for f in fields(VllmSection)}
