@@ -76,16 +76,15 @@ def connect(cfg_address: str | None = None, num_cpus: int | None = None, dashboa
 
 
 def disconnect(rt: RayRuntime) -> None:
-    """Shut down Serve and Ray only when this process started them."""
+    """Shut down Ray only when this process started or joined it here.
+
+    A cluster this process started goes away whole with ``ray.shutdown()`` (Serve's controller
+    and proxies included); ``serve.shutdown()`` first would only race the controller's own
+    graceful shutdown and end every local run on a "graceful_shutdown failed" raylet line.
+    On a cluster we joined, Serve belongs to the cluster and is left alone.
+    """
     import ray
 
-    if rt.started_local:
-        try:
-            from ray import serve
-
-            serve.shutdown()
-        except Exception:  # noqa: BLE001 - best effort on the way out
-            pass
     if rt.connected_here and ray.is_initialized():
         ray.shutdown()
 
