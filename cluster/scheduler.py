@@ -114,11 +114,31 @@ def open_ledger(cfg: Any, plan: list[Any], read_only: bool = False) -> Any:
     from cluster.ledger import Ledger
 
     resolved = cconf.resolved(cfg)
-    led = Ledger.open(str(cfg.sweep.output_dir), str(cfg.sweep.name), resolved, cconf.sweep_fingerprint(resolved),
-                      bool(cfg.sweep.allow_config_change), read_only=read_only)
+    sw = cfg.sweep
+    led = Ledger.open(str(sw.output_dir), str(sw.name), resolved, cconf.sweep_fingerprint(resolved),
+                      bool(sw.allow_config_change), read_only=read_only,
+                      lease_stale_s=None if read_only else float(sw.lease_stale_s),
+                      wait_for_lease=bool(sw.wait_for_lease), repair=bool(sw.repair))
     if not read_only:
-        led.record_plan(plan)
+        try:
+            led.record_plan(plan)
+            _after_open(led, cfg, plan)
+        except BaseException:
+            led.close()
+            raise
     return led
+
+
+def _after_open(led: Any, cfg: Any, plan: list[Any]) -> None:
+    """Repairs and re-runs decided at open: name the keys quarantined files held; with
+    ``sweep.retry_errors`` release committed ``error`` rows so they run again."""
+    led.log_quarantined(plan)
+    if bool(cfg.sweep.retry_errors):
+        planned = {it.key for it in plan}
+        released = [k for k in led.supersede_errors() if k in planned]
+        if released:
+            print(f"[sweep] retry_errors: {len(released)} committed error row(s) superseded; they run again",
+                  flush=True)
 
 
 def plan_report(prep: Prepared) -> str:
@@ -185,13 +205,35 @@ class Committer:
 
     async def flush(self, force: bool = False) -> None:
         async with self._lock:
+            if self.failed is not None:
+                raise self.failed
             if not self._rows or not (force or self.due()):
                 return
-            rows, self._rows = self._rows, []
-            await asyncio.to_thread(self._ledger.commit, rows)
+            rows = self._rows
+            try:
+                await asyncio.to_thread(self._ledger.commit, rows)
+            except Exception as exc:
+                self._fail(exc)
+                raise self.failed from exc  # type: ignore[misc]
+            self._rows = []
             self._last = time.monotonic()
             self.committed += len(rows)
             self.batches += 1
+
+    failed: Exception | None = None
+    on_failure: Any = None  # called once with the error (the driver stops the sweep)
+
+    def _fail(self, exc: Exception) -> None:
+        """A commit that failed stops the sweep: nothing more is committed by this run, the
+        rows in memory are dropped (they run again on resume), what is on disk stays valid."""
+        from cluster.ledger import CommitError, LedgerError
+
+        if isinstance(exc, LedgerError):
+            self.failed = exc
+        else:
+            self.failed = CommitError(f"commit failed: {type(exc).__name__}: {exc}")
+        if self.on_failure is not None:
+            self.on_failure(self.failed)
 
 
 # -- progress -----------------------------------------------------------------------------
@@ -267,6 +309,11 @@ class StopState:
             self.soft.set()
             print(f"[sweep] signal {signum}: no new trajectories; finishing those in flight "
                   f"(signal again to stop now)", flush=True)
+
+    def abort(self) -> None:
+        """Stop now for a reason that is not a signal (a failed commit): no dispatch, abandon in flight."""
+        self.soft.set()
+        self.hard.set()
 
     def install(self, loop: asyncio.AbstractEventLoop) -> None:
         if threading.current_thread() is not threading.main_thread():
@@ -547,8 +594,13 @@ async def drive(prep: Prepared, tracker: Any = None) -> RunResult:
 
     planned = plan_counts(prep.pending)
 
+    committer.on_failure = lambda exc: _commit_failed(exc, stop)
+
     async def tick_commit() -> None:
-        await committer.flush()
+        try:
+            await committer.flush()
+        except Exception:  # noqa: BLE001 - recorded in committer.failed; the sweep is stopping
+            pass
 
     async def tick_progress() -> None:
         print(progress.line(), flush=True)
@@ -561,14 +613,29 @@ async def drive(prep: Prepared, tracker: Any = None) -> RunResult:
     try:
         execs, workers = await asyncio.to_thread(start_actors, prep)
         await run_stages(prep, workers, committer, progress, stop, tracker)
+    except Exception:
+        if committer.failed is None:
+            raise
     finally:
         done.set()
         await asyncio.gather(*bg, return_exceptions=True)
-        await committer.flush(force=True)
+        try:
+            await committer.flush(force=True)
+        except Exception:  # noqa: BLE001 - a commit failure is raised below, after cleanup
+            if committer.failed is None:
+                raise
         print(progress.line(), flush=True)
         stop.uninstall(loop)
         stop_actors(workers + execs)
+    if committer.failed is not None:
+        raise committer.failed
     return RunResult(stop, progress, committer)
+
+
+def _commit_failed(exc: Exception, stop: StopState) -> None:
+    print(f"[sweep] COMMIT FAILED: {exc}; stopping the sweep (what was committed before stays valid)",
+          flush=True)
+    stop.abort()
 
 
 def _track_progress(tracker: Any, progress: Progress, planned: dict[tuple[str, str], int]) -> None:
@@ -624,10 +691,21 @@ def start_tracker(prep: Prepared) -> Any:
 
 
 def run_sweep(cfg: Any) -> int:
-    """The whole job: returns the process exit code (0, or 130 when interrupted)."""
+    """The whole job: returns the process exit code (0, or 130 when interrupted).
+
+    Raises ``cluster.ledger.LedgerError`` (jobs/sweep.py turns it into one line): the lease
+    is held by another driver, a ledger file is damaged, or a commit failed (``CommitError``).
+    """
+    prep = prepare(cfg)
+    try:
+        return _run_prepared(prep, cfg)
+    finally:
+        prep.ledger.close()  # release the writer lease
+
+
+def _run_prepared(prep: Prepared, cfg: Any) -> int:
     from cluster.runtime import connect, disconnect
 
-    prep = prepare(cfg)
     print(plan_report(prep), flush=True)
     tracker = start_tracker(prep)
     stop = None
@@ -635,6 +713,12 @@ def run_sweep(cfg: Any) -> int:
         rt = connect(cfg.cluster.address)
         try:
             stop = asyncio.run(drive(prep, tracker)).stop
+        except Exception as exc:
+            from cluster.ledger import LedgerError
+
+            if isinstance(exc, LedgerError) and tracker is not None:
+                tracker.finish("FAILED")
+            raise
         finally:
             disconnect(rt)
     interrupted = stop is not None and stop.signum is not None

@@ -6,8 +6,12 @@ On a cluster: ``ray job submit --working-dir . -- python jobs/sweep.py ...`` (th
 address comes from ``RAY_ADDRESS``). Re-running with the same ``sweep.name`` resumes.
 ``plan_only=true`` prints ``planned <N> trajectories`` and exits without importing Ray.
 
-Exit codes: 0 done, 2 bad configuration (the message names the key), 130 interrupted
-(SIGINT/SIGTERM; what finished is committed and the same command resumes).
+Exit codes: 0 done, 2 bad configuration (the message names the key), a damaged ledger
+file (named; ``sweep.repair=true`` quarantines it and re-runs its keys) or a sweep whose
+writer lease another driver holds (``sweep.wait_for_lease=true`` waits), 3 a commit
+failed (disk full, permission, object store: the message names the path and cause; what
+was committed before stays valid and the same command resumes once it is fixed),
+130 interrupted (SIGINT/SIGTERM; what finished is committed and the same command resumes).
 """
 from __future__ import annotations
 
@@ -20,11 +24,12 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 EXIT_CONFIG = 2
+EXIT_COMMIT = 3
 
 
 def main(argv: list[str] | None = None) -> int:
     from cluster.config import ConfigError, load_config
-    from cluster.ledger import ConfigChangedError
+    from cluster.ledger import CommitError, ConfigChangedError, LedgerError
 
     argv = list(sys.argv[1:] if argv is None else argv)
     if {"-h", "--help"} & set(argv):
@@ -41,6 +46,13 @@ def main(argv: list[str] | None = None) -> int:
         return run_sweep(cfg)
     except (ConfigError, ConfigChangedError) as exc:
         print(f"config error: {exc}", file=sys.stderr, flush=True)
+        return EXIT_CONFIG
+    except CommitError as exc:
+        print(f"commit failed: {exc}. What was committed before stays valid; fix the cause and re-run "
+              "the same command to resume.", file=sys.stderr, flush=True)
+        return EXIT_COMMIT
+    except LedgerError as exc:
+        print(f"ledger error: {exc}", file=sys.stderr, flush=True)
         return EXIT_CONFIG
 
 
