@@ -26,7 +26,7 @@ from typing import Any
 from evalcore.problems import AnswerKey, ProblemSpec
 
 EXIT_INTERRUPTED = 130
-RETRY_BACKOFF_S = 0.5
+WORKER_DOWN_S = 30.0  # a worker whose call failed gets no new work this long while another is up
 
 
 # -- preparation (no Ray) ----------------------------------------------------------------
@@ -349,14 +349,26 @@ class Dispatcher:
         self.prep, self.workers, self.committer, self.progress, self.stop = prep, workers, committer, progress, stop
         self.tracker = tracker
         self.retries = int(c.retries)
+        self.backoff_s = float(c.get("retry_backoff_s", 5.0))
+        self.down_until = [0.0] * len(workers)
         self.timeout_s = float(c.trajectory_timeout_s)
         self.per_model = int(c.max_in_flight_per_model)
         self.capacity = asyncio.Semaphore(max(1, len(workers) * int(c.worker_concurrency)))
         self.load = [0] * len(workers)
         self.tasks: set[asyncio.Task] = set()
 
-    def _pick_worker(self) -> int:
-        return min(range(len(self.workers)), key=lambda i: self.load[i])
+    def _pick_worker(self, avoid: frozenset[int] = frozenset()) -> int:
+        """Least loaded among workers that are up and did not already fail this trajectory
+        (any worker when none is left)."""
+        now = time.monotonic()
+        every = range(len(self.workers))
+        up = [i for i in every if i not in avoid and self.down_until[i] <= now]
+        return min(up or [i for i in every if i not in avoid] or every, key=lambda i: self.load[i])
+
+    def _retry_wait(self, attempt: int) -> float:
+        """Backoff before retry ``attempt`` (1-based): ``retry_backoff_s * 2**(attempt-1)``, long
+        enough for a killed actor to restart (a few seconds) by the second retry."""
+        return self.backoff_s * (2 ** (attempt - 1))
 
     def _task(self, item: Any, ep: Any) -> Any:
         from cluster.workers import TrajectoryTask
@@ -368,13 +380,17 @@ class Dispatcher:
             extraction=str(me.get("extraction", "submit")), problem=self.prep.problems[(item.benchmark, item.problem_id)],
             sample=int(item.sample), sampling=sampling, budgets=budgets, endpoint=ep)
 
-    async def _attempt(self, task: Any) -> tuple[Any | None, str | None]:
-        """One remote run: (trajectory, None) or (partial trajectory or None, failure reason)."""
+    async def _attempt(self, task: Any, avoid: frozenset[int] = frozenset(),
+                       used: list[int] | None = None) -> tuple[Any | None, str | None]:
+        """One remote run: (trajectory, None) or (partial trajectory or None, failure reason).
+        The worker's index is appended to ``used`` (a retry avoids it)."""
         from ray.exceptions import RayError
 
         from cluster.workers import WorkerFailure
 
-        idx = self._pick_worker()
+        idx = self._pick_worker(avoid)
+        if used is not None:
+            used.append(idx)
         self.load[idx] += 1
         ref = self.workers[idx].run.remote(task)
         try:
@@ -383,7 +399,8 @@ class Dispatcher:
             _cancel(ref)
             return None, f"trajectory timeout after {self.timeout_s:g}s"
         except RayError as exc:
-            return None, f"worker {idx} failed: {type(exc).__name__}: {str(exc).splitlines()[0][:300]}"
+            self.down_until[idx] = time.monotonic() + WORKER_DOWN_S
+            return None, f"worker {idx} failed: {type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:300]}"
         finally:
             self.load[idx] -= 1
         if isinstance(res, WorkerFailure):
@@ -393,15 +410,16 @@ class Dispatcher:
     async def run_item(self, item: Any, ep: Any) -> Outcome:
         task = self._task(item, ep)
         last_traj, reason = None, "not attempted"
+        tried: list[int] = []
         for attempt in range(1, self.retries + 2):
-            traj, reason = await self._attempt(task)
+            traj, reason = await self._attempt(task, frozenset(tried), tried)
             if reason is None:
                 return Outcome(traj, None, attempt)
             last_traj = traj or last_traj
             if attempt <= self.retries:
                 self.progress.retries += 1
                 print(f"[sweep] retry {attempt}/{self.retries} {item.key}: {reason}", flush=True)
-                await asyncio.sleep(RETRY_BACKOFF_S * attempt)
+                await asyncio.sleep(self._retry_wait(attempt))
         return Outcome(last_traj, reason, self.retries + 1)
 
     async def _one(self, item: Any, ep: Any, sem: asyncio.Semaphore) -> None:
