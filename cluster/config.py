@@ -142,6 +142,7 @@ class TrackingSection:
     enabled: bool = True
     uri: Optional[str] = None
     experiment: str = "opteval"
+    timeout_s: float = 30.0
 
 
 @dataclass
@@ -375,7 +376,7 @@ def _check_values(cfg: DictConfig) -> None:
                     "limits.output_bytes", "limits.file_mb", "cluster.executor_cpus",
                     "cluster.workers", "cluster.worker_concurrency",
                     "cluster.max_in_flight_per_model", "cluster.trajectory_timeout_s",
-                    "serving.ready_timeout_s", "progress.interval_s"])
+                    "serving.ready_timeout_s", "progress.interval_s", "tracking.timeout_s"])
     _positive(cfg, ["limit_problems", "cluster.executors"], nullable=True)
     _positive(cfg, ["sampling.temperature", "sampling.base_seed", "cluster.retries",
                     "cluster.retry_backoff_s"], zero_ok=True)

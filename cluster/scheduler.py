@@ -622,7 +622,7 @@ async def drive(prep: Prepared, tracker: Any = None) -> RunResult:
 
     async def tick_progress() -> None:
         print(progress.line(), flush=True)
-        _track_progress(tracker, progress, planned)
+        _track_progress_offloop(tracker, progress, planned)
 
     bg = [asyncio.create_task(_periodic(min(1.0, float(sweep_cfg.commit_interval_s)), tick_commit, done)),
           asyncio.create_task(_periodic(float(prep.cfg.progress.interval_s), tick_progress, done))]
@@ -644,16 +644,46 @@ async def drive(prep: Prepared, tracker: Any = None) -> RunResult:
                 raise
         print(progress.line(), flush=True)
         stop.uninstall(loop)
+        if stop.signum is not None:
+            _quiet_signals()
         stop_actors(workers + execs)
     if committer.failed is not None:
         raise committer.failed
     return RunResult(stop, progress, committer)
 
 
+def _quiet_signals() -> None:
+    """After an interrupted run's loop ended: another SIGINT/SIGTERM (the user insisting while
+    the results are printed) exits at once with 130 and one line, never a traceback. What
+    finished is committed already; the lease is released on the way out."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+
+    def handler(signum: int, _frame: Any) -> None:
+        print(f"[sweep] signal {signum} again: exiting now; resume with the same command", flush=True)
+        raise SystemExit(EXIT_INTERRUPTED)
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, handler)
+
+
 def _commit_failed(exc: Exception, stop: StopState) -> None:
     print(f"[sweep] COMMIT FAILED: {exc}; stopping the sweep (what was committed before stays valid)",
           flush=True)
     stop.abort()
+
+
+def _track_progress_offloop(tracker: Any, progress: Progress, planned: dict[tuple[str, str], int]) -> None:
+    """Hand a snapshot of the progress to the tracker's thread: the event loop never waits on MLflow."""
+    if tracker is None or not tracker.active:
+        return
+    snap = Progress(planned=progress.planned, already=progress.already, done=progress.done)
+    snap.per.update({k: list(v) for k, v in progress.per.items()})
+    offloop = getattr(tracker, "offloop", None)
+    if offloop is None:
+        _track_progress(tracker, snap, planned)
+    else:
+        offloop.submit("log progress", _track_progress, tracker, snap, planned)
 
 
 def _track_progress(tracker: Any, progress: Progress, planned: dict[tuple[str, str], int]) -> None:
@@ -680,11 +710,12 @@ def finalize(prep: Prepared, tracker: Any = None, interrupted: bool = False) -> 
     from cluster.tracking import results_markdown, ui_command
 
     table, plan = prep.ledger.read_table(), prep.ledger.read_plan()
+    summary = None
     if tracker is not None:
         recorded = ((prep.ledger.manifest() or {}).get("plan") or {}).get("recorded_at")
-        summary = tracker.log_results(table, plan, recorded)
-        tracker.finish("KILLED" if interrupted else "FINISHED")
-    else:
+        summary = _tracked(tracker, "log results", tracker.log_results, table, plan, recorded)
+        _tracked(tracker, "end runs", tracker.finish, "KILLED" if interrupted else "FINISHED")
+    if summary is None:
         summary = results_summary(prep)
     title = f"sweep {prep.cfg.sweep.name}" + (" (interrupted: partial)" if interrupted else "")
     print(results_markdown(summary, title), flush=True)
@@ -703,9 +734,23 @@ def start_tracker(prep: Prepared) -> Any:
     from cluster.tracking import Tracker
 
     tracker = Tracker.from_config(prep.cfg)
+    _bound_tracker(tracker, prep.cfg)
     resolved = cconf.resolved(prep.cfg)
-    tracker.start(resolved, cconf.sweep_fingerprint(resolved), list(plan_counts(prep.plan)))
+    _tracked(tracker, "start runs", tracker.start, resolved, cconf.sweep_fingerprint(resolved),
+             list(plan_counts(prep.plan)))
     return tracker
+
+
+def _bound_tracker(tracker: Any, cfg: Any) -> None:
+    """Every tracker call of the driver goes through an OffLoop (threads, ``tracking.timeout_s``)."""
+    from cluster.tracking import OffLoop
+
+    tracker.offloop = OffLoop(tracker, float(cfg.tracking.get("timeout_s", 30.0)))
+
+
+def _tracked(tracker: Any, what: str, fn: Any, *args: Any) -> Any:
+    offloop = getattr(tracker, "offloop", None)
+    return fn(*args) if offloop is None else offloop.call(what, fn, *args)
 
 
 def run_sweep(cfg: Any) -> int:
@@ -735,7 +780,7 @@ def _run_prepared(prep: Prepared, cfg: Any) -> int:
             from cluster.ledger import LedgerError
 
             if isinstance(exc, LedgerError) and tracker is not None:
-                tracker.finish("FAILED")
+                _tracked(tracker, "end runs", tracker.finish, "FAILED")
             raise
         finally:
             disconnect(rt)
