@@ -30,6 +30,7 @@ from evalcore.sandbox.types import KILLED, ExecResult, Limits
 CALL_SLACK_S = 120.0
 CONTROL_TIMEOUT_S = 60.0  # open/close a session, ping
 DOWN_S = 30.0  # an executor that just failed is avoided this long while another is up
+PROBE_S = 5.0  # after DOWN_S, a ping must answer this fast before it gets work again
 # Notes of a ``killed`` ExecResult that mean the sandbox machinery failed, not the program
 # (evalcore.sandbox.server: ForkServer._lost, run_program, Session._open/run_cell; ours below).
 INFRA_NOTES = ("fork server", "sandbox lost", "session lost", "session could not start", "executor lost")
@@ -151,6 +152,24 @@ class _Shared:
         if 0 <= idx < len(self.down_until):
             self.down_until[idx] = time.monotonic() + DOWN_S
 
+    async def pick_live(self, avoid: int | None = None) -> int:
+        """:meth:`pick`, but an executor that failed earlier gets work again only once it answers
+        a ping within ``PROBE_S``: one whose node died and that Ray cannot place again (no free
+        CPUs on the surviving nodes) stays out of the pool instead of swallowing calls until
+        they time out. With nothing live, the least loaded is returned (the call then fails)."""
+        tried: set[int] = set()
+        while True:
+            idx = self.pick(avoid)
+            if self.down_until[idx] == 0.0 or idx in tried or self.down_until[idx] > time.monotonic():
+                return idx
+            tried.add(idx)
+            try:
+                await _await_ref(self.handles[idx].ping.remote(), PROBE_S)
+                self.down_until[idx] = 0.0
+                return idx
+            except (RayError, asyncio.TimeoutError):
+                self.mark_down(idx)
+
 
 def _lost(reason: str) -> ExecResult:
     return ExecResult(outcome=KILLED, note=f"executor lost: {reason}")
@@ -195,7 +214,7 @@ class RayExecutor:
             self._shared.load[idx] -= 1
 
     async def run(self, code: str, limits: Limits | None = None) -> ExecResult:
-        idx = self._shared.pick()
+        idx = await self._shared.pick_live()
         try:
             res = await self._call(idx, "run", code, limits or self._default, timeout_s=self._timeout(limits))
         except (RayError, GetTimeoutError, asyncio.TimeoutError) as exc:
@@ -212,7 +231,7 @@ class RayExecutor:
         last = "no executors"
         failed: int | None = None
         for _ in range(len(self._shared.handles)):
-            idx = self._shared.pick(avoid=failed)
+            idx = await self._shared.pick_live(avoid=failed)
             try:
                 sid = await self._call(idx, "open_session", timeout_s=CONTROL_TIMEOUT_S)
                 return RaySession(self, idx, sid)

@@ -278,7 +278,7 @@ def test_disk_full_on_a_real_small_tmpfs(tmp_path):
 
 
 def test_retry_errors_supersedes_error_rows_never_duplicates(tmp_path):
-    cfg, res, fp, plan = _setup(tmp_path, "sweep.compact_every=2" if False else "sweep.name=demo")
+    cfg, res, fp, plan = _setup(tmp_path)
     a = _open(tmp_path, res, fp, compact_every=2)
     a.commit([_row(plan[0]), error_row(plan[1], "executor lost", 3, sweep="demo")])
     a.commit([_row(plan[2])])
