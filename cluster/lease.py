@@ -113,11 +113,18 @@ class LocalStore:
         if cur is None or cur[1] != token:
             return None
         tmp = f"{self.path}.{uuid.uuid4().hex[:8]}.tmp"
-        with open(tmp, "wb") as f:
-            f.write(body)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.path)
+        try:
+            with open(tmp, "wb") as f:
+                f.write(body)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, self.path)
+        except OSError:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+            raise
         info = json.loads(body)
         return info.get("owner"), info.get("heartbeat_at")
 
