@@ -27,6 +27,8 @@ from evalcore.problems import AnswerKey, ProblemSpec
 
 EXIT_INTERRUPTED = 130
 WORKER_DOWN_S = 30.0  # a worker whose call failed gets no new work this long while another is up
+WORKER_PROBE_S = 5.0  # a worker that failed must answer a ping this fast before it gets work again
+WORKER_RESTART_WAIT_S = 180.0  # with no worker answering, wait this long for one to come back
 
 
 # -- preparation (no Ray) ----------------------------------------------------------------
@@ -358,12 +360,35 @@ class Dispatcher:
         self.tasks: set[asyncio.Task] = set()
 
     def _pick_worker(self, avoid: frozenset[int] = frozenset()) -> int:
-        """Least loaded among workers that are up and did not already fail this trajectory
-        (any worker when none is left)."""
+        """Least loaded among workers that are up and did not already fail this trajectory;
+        else up ones; else ones not tried; else any."""
         now = time.monotonic()
-        every = range(len(self.workers))
-        up = [i for i in every if i not in avoid and self.down_until[i] <= now]
-        return min(up or [i for i in every if i not in avoid] or every, key=lambda i: self.load[i])
+        every = list(range(len(self.workers)))
+        up = [i for i in every if self.down_until[i] <= now]
+        fresh_up = [i for i in up if i not in avoid]
+        untried = [i for i in every if i not in avoid]
+        return min(fresh_up or up or untried or every, key=lambda i: self.load[i])
+
+    async def _live_worker(self, avoid: frozenset[int] = frozenset()) -> int:
+        """A worker to send to: one that never failed, or a failed one that answers a ping now.
+        While none answers (all restarting, e.g. after their node died) wait for one, up to
+        ``WORKER_RESTART_WAIT_S``, without spending the trajectory's retries."""
+        from ray.exceptions import RayError
+
+        deadline = time.monotonic() + WORKER_RESTART_WAIT_S
+        while True:
+            idx = self._pick_worker(avoid)
+            if self.down_until[idx] == 0.0:
+                return idx
+            try:
+                await asyncio.wait_for(_await(self.workers[idx].ping.remote()), timeout=WORKER_PROBE_S)
+                self.down_until[idx] = 0.0
+                return idx
+            except (RayError, asyncio.TimeoutError):
+                self.down_until[idx] = time.monotonic() + WORKER_DOWN_S
+            if time.monotonic() >= deadline:
+                return idx
+            await asyncio.sleep(1.0)  # never spin on workers that fail at once
 
     def _retry_wait(self, attempt: int) -> float:
         """Backoff before retry ``attempt`` (1-based): ``retry_backoff_s * 2**(attempt-1)``, long
@@ -388,7 +413,7 @@ class Dispatcher:
 
         from cluster.workers import WorkerFailure
 
-        idx = self._pick_worker(avoid)
+        idx = await self._live_worker(avoid)
         if used is not None:
             used.append(idx)
         self.load[idx] += 1

@@ -93,8 +93,9 @@ def two_nodes(tmp_path):
     worker = [_ray_bin(), "start", f"--address=127.0.0.1:{gcs}", "--num-cpus=2",
               *_node_args(temp, ports[10], ports[11], ports[4] + 60, ports[13:17])]
     try:
-        subprocess.run(head, env=env, check=True, capture_output=True, timeout=180)
-        subprocess.run(worker, env=env, check=True, capture_output=True, timeout=180)
+        for what, cmd in (("head", head), ("worker", worker)):
+            r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=240)
+            assert r.returncode == 0, f"ray start ({what}) failed:\n{r.stdout[-2000:]}\n{r.stderr[-3000:]}"
         yield {"address": f"127.0.0.1:{gcs}", "temp": temp, "worker_nm": ports[10], "http": ports[20], "env": env}
     finally:
         for pid in _our_pids(temp):
