@@ -211,13 +211,14 @@ class Committer:
                 raise self.failed
             if not self._rows or not (force or self.due()):
                 return
-            rows = self._rows
+            # Take the batch out before the await: rows finishing while the commit runs in its
+            # thread go into a fresh list (they are committed next time, never dropped).
+            rows, self._rows = self._rows, []
             try:
                 await asyncio.to_thread(self._ledger.commit, rows)
             except Exception as exc:
                 self._fail(exc)
                 raise self.failed from exc  # type: ignore[misc]
-            self._rows = []
             self._last = time.monotonic()
             self.committed += len(rows)
             self.batches += 1
