@@ -307,3 +307,47 @@ def test_crash_after_rewrite_before_deletes_resolves_at_open(tmp_path, monkeypat
     b = _open(tmp_path, res, fp)  # the old file is recognised as replaced, deleted, no duplicate
     assert b.committed_keys() == {plan[0].key}
     b.close()
+
+
+def test_committer_keeps_rows_that_finish_while_a_commit_runs_and_stops_on_failure(tmp_path):
+    import asyncio
+
+    from cluster.scheduler import Committer
+
+    cfg, res, fp, plan = _setup(tmp_path)
+    led = _open(tmp_path, res, fp)
+    real = led.commit
+
+    def slow_commit(rows):
+        batch = list(rows)  # what the writer took, like Ledger.commit grouping the rows first
+        time.sleep(0.3)
+        return real(batch)
+
+    led.commit = slow_commit
+    com = Committer(led, batch=2, interval_s=60)
+    failures = []
+    com.on_failure = failures.append
+
+    async def go():
+        com.add(_row(plan[0]))
+        com.add(_row(plan[1]))
+        flushing = asyncio.create_task(com.flush())
+        await asyncio.sleep(0.1)
+        com.add(_row(plan[2]))  # finishes while the first batch is being written
+        await flushing
+        await com.flush(force=True)
+
+    asyncio.run(go())
+    assert led.committed_keys() == {p.key for p in plan[:3]} and com.committed == 3
+
+    def broken(rows):
+        raise OSError(errno.EACCES, "Permission denied")
+
+    led.commit = broken
+    com.add(_row(plan[3]))
+    with pytest.raises(CommitError):
+        asyncio.run(com.flush(force=True))
+    assert failures and "Permission denied" in str(failures[0])
+    with pytest.raises(CommitError):  # stays failed: nothing more is committed by this run
+        asyncio.run(com.flush(force=True))
+    led.close()
