@@ -540,7 +540,7 @@ class Ledger:
             dataset = ds.dataset(files, format="parquet", filesystem=self.fs)
             got: dict[str, list[str]] = {f: [] for f in files}
             for batch in dataset.scanner(columns=["key"]).scan_batches():
-                got[batch.fragment.path].extend(batch.record_batch.column(0).to_pylist())
+                got.setdefault(batch.fragment.path, []).extend(batch.record_batch.column(0).to_pylist())
             return list(got.items())
         except (pa.ArrowException, OSError, ValueError):
             pass
