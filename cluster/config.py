@@ -60,6 +60,10 @@ class SweepSection:
     allow_config_change: bool = False
     commit_batch: int = 32
     commit_interval_s: float = 5.0
+    wait_for_lease: bool = False
+    lease_stale_s: float = 60.0
+    repair: bool = False
+    retry_errors: bool = False
 
 
 @dataclass
@@ -123,6 +127,7 @@ class ClusterSection:
     worker_concurrency: int = 64
     max_in_flight_per_model: int = 64
     retries: int = 2
+    retry_backoff_s: float = 5.0
     trajectory_timeout_s: float = 10800.0
 
 
@@ -146,6 +151,7 @@ class TrackingSection:
     enabled: bool = True
     uri: Optional[str] = None
     experiment: str = "opteval"
+    timeout_s: float = 30.0
 
 
 @dataclass
@@ -422,18 +428,20 @@ def _check_values(cfg: DictConfig) -> None:
     _check(bool(_NAME_RE.match(cfg.sweep.name)), "sweep.name",
            f"{cfg.sweep.name!r} is not a valid sweep name (letters, digits, '.', '_', '-')")
     _check(bool(cfg.sweep.output_dir), "sweep.output_dir", "must not be empty")
-    _positive(cfg, ["sweep.commit_batch", "sweep.commit_interval_s", "samples.default",
+    _positive(cfg, ["sweep.commit_batch", "sweep.commit_interval_s", "sweep.lease_stale_s", "samples.default",
                     "sampling.max_tokens", "budgets.max_turns", "budgets.max_calls",
                     "budgets.max_total_tokens", "budgets.summary_chars", "budgets.summary_actions",
                     "limits.wall_s", "limits.cpu_s", "limits.memory_mb", "limits.max_procs",
                     "limits.output_bytes", "limits.file_mb", "cluster.executor_cpus",
                     "cluster.workers", "cluster.worker_concurrency",
                     "cluster.max_in_flight_per_model", "cluster.trajectory_timeout_s",
-                    "serving.ready_timeout_s", "serving.request_timeout_s", "progress.interval_s"])
+                    "serving.ready_timeout_s", "serving.request_timeout_s", "progress.interval_s",
+                    "tracking.timeout_s"])
     _positive(cfg, ["serving.cpus_per_gpu", "serving.ingress_cpus"], zero_ok=True)
     _check(bool(str(cfg.serving.http_host).strip()), "serving.http_host", "must not be empty")
     _positive(cfg, ["limit_problems", "cluster.executors"], nullable=True)
-    _positive(cfg, ["sampling.temperature", "sampling.base_seed", "cluster.retries"], zero_ok=True)
+    _positive(cfg, ["sampling.temperature", "sampling.base_seed", "cluster.retries",
+                    "cluster.retry_backoff_s"], zero_ok=True)
     _positive(cfg, ["serving.gpus"], zero_ok=True, nullable=True)
     _check(0 < cfg.sampling.top_p <= 1, "sampling.top_p", f"must be in (0, 1], got {cfg.sampling.top_p}")
     _check(cfg.sampling.top_k == -1 or cfg.sampling.top_k >= 1, "sampling.top_k",

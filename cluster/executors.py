@@ -4,13 +4,18 @@ Why the facade never raises: a harness must see an executor that vanished as an
 ``ExecResult(outcome="killed")``, exactly like a crashed sandbox, and must never hang
 on it. The facade also remembers that it saw an infrastructure loss, so the worker can
 report the trajectory as retryable instead of letting a lost executor count against
-the model.
+the model. What counts as a loss (:func:`infra_loss`): a Ray error or timeout reaching
+the actor, and every sandbox failure that is not the program's doing (the fork server
+died or was unavailable, the channel to the sandbox broke, a session that could not
+start or was lost). A program that kills its own interpreter is the program's doing.
+An executor that failed is avoided for ``DOWN_S`` while any other is up.
 """
 from __future__ import annotations
 
 import asyncio
 import inspect
 import itertools
+import time
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,6 +30,19 @@ from evalcore.sandbox.types import KILLED, ExecResult, Limits
 # queueing behind other runs on the same actor, pickling, an actor restart.
 CALL_SLACK_S = 120.0
 CONTROL_TIMEOUT_S = 60.0  # open/close a session, ping
+DOWN_S = 30.0  # an executor that just failed is avoided this long while another is up
+PROBE_S = 5.0  # after DOWN_S, a ping must answer this fast before it gets work again
+# Notes of a ``killed`` ExecResult that mean the sandbox machinery failed, not the program
+# (evalcore.sandbox.server: ForkServer._lost, run_program, Session._open/run_cell; ours below).
+INFRA_NOTES = ("fork server", "sandbox lost", "session lost", "session could not start", "executor lost")
+
+
+def infra_loss(res: ExecResult) -> str | None:
+    """The reason when ``res`` is an infrastructure loss (retry the trajectory), else None."""
+    if res.outcome != KILLED:
+        return None
+    note = res.note or ""
+    return note if any(m in note for m in INFRA_NOTES) else None
 
 
 def executor_name(sweep: str, index: int) -> str:
@@ -111,6 +129,10 @@ class ExecutorActor:
         return {"solvers": list(self._solvers), "versions": versions(self._solvers),
                 "preimported": list(self._server.modules)}
 
+    async def server_pid(self) -> int | None:
+        """The fork server's pid (operators and fault-injection tests)."""
+        return self._server.pid
+
 
 def _call_run_cell(session: Any, code: str, limits: Limits | None) -> ExecResult:
     """``Session.run_cell`` may or may not take limits; pass them only when it does."""
@@ -152,16 +174,44 @@ class _Shared:
     handles: list[Any]
     load: list[int] = field(default_factory=list)
     rr: Any = None
+    down_until: list[float] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.load = [0] * len(self.handles)
+        self.down_until = [0.0] * len(self.handles)
         self.rr = itertools.count()
 
-    def pick(self) -> int:
-        """Least loaded; ties broken round robin so equal loads still spread."""
+    def pick(self, avoid: int | None = None) -> int:
+        """Least loaded among the executors that have not just failed (and not ``avoid``);
+        ties broken round robin so equal loads still spread."""
         start = next(self.rr) % len(self.handles)
         order = [(start + k) % len(self.handles) for k in range(len(self.handles))]
-        return min(order, key=lambda i: self.load[i])
+        now = time.monotonic()
+        up = [i for i in order if self.down_until[i] <= now and i != avoid]
+        return min(up or order, key=lambda i: self.load[i])
+
+    def mark_down(self, idx: int) -> None:
+        """A call to ``idx`` failed: send new work elsewhere while it restarts."""
+        if 0 <= idx < len(self.down_until):
+            self.down_until[idx] = time.monotonic() + DOWN_S
+
+    async def pick_live(self, avoid: int | None = None) -> int:
+        """:meth:`pick`, but an executor that failed earlier gets work again only once it answers
+        a ping within ``PROBE_S``: one whose node died and that Ray cannot place again (no free
+        CPUs on the surviving nodes) stays out of the pool instead of swallowing calls until
+        they time out. With nothing live, the least loaded is returned (the call then fails)."""
+        tried: set[int] = set()
+        while True:
+            idx = self.pick(avoid)
+            if self.down_until[idx] == 0.0 or idx in tried or self.down_until[idx] > time.monotonic():
+                return idx
+            tried.add(idx)
+            try:
+                await _await_ref(self.handles[idx].ping.remote(), PROBE_S)
+                self.down_until[idx] = 0.0
+                return idx
+            except (RayError, asyncio.TimeoutError):
+                self.mark_down(idx)
 
 
 def _lost(reason: str) -> ExecResult:
@@ -182,10 +232,18 @@ class RayExecutor:
     trajectory saw, which the worker turns into a retry.
     """
 
-    def __init__(self, shared: _Shared, default_limits: Limits | None = None) -> None:
+    def __init__(self, shared: _Shared, default_limits: Limits | None = None, on_loss: Any = None) -> None:
         self._shared = shared
         self._default = default_limits or Limits()
         self.losses: list[str] = []
+        self._on_loss = on_loss  # the worker ends the trajectory early (it will be retried)
+
+    def _loss(self, reason: str, idx: int | None = None) -> None:
+        self.losses.append(reason)
+        if idx is not None:
+            self._shared.mark_down(idx)
+        if self._on_loss is not None:
+            self._on_loss(reason)
 
     def _timeout(self, limits: Limits | None) -> float:
         return float((limits or self._default).wall_s) + CALL_SLACK_S
@@ -199,25 +257,31 @@ class RayExecutor:
             self._shared.load[idx] -= 1
 
     async def run(self, code: str, limits: Limits | None = None) -> ExecResult:
-        idx = self._shared.pick()
+        idx = await self._shared.pick_live()
         try:
-            return await self._call(idx, "run", code, limits or self._default, timeout_s=self._timeout(limits))
+            res = await self._call(idx, "run", code, limits or self._default, timeout_s=self._timeout(limits))
         except (RayError, GetTimeoutError, asyncio.TimeoutError) as exc:
             reason = f"executor {idx}: {type(exc).__name__}"
-            self.losses.append(reason)
+            self._loss(reason, idx)
             return _lost(reason)
+        why = infra_loss(res)
+        if why is not None:
+            self._loss(f"executor {idx}: {why}")
+        return res
 
     async def open_session(self) -> "RaySession":
         """Try each actor once, least loaded first; if all fail, a session that reports killed."""
         last = "no executors"
+        failed: int | None = None
         for _ in range(len(self._shared.handles)):
-            idx = self._shared.pick()
+            idx = await self._shared.pick_live(avoid=failed)
             try:
                 sid = await self._call(idx, "open_session", timeout_s=CONTROL_TIMEOUT_S)
                 return RaySession(self, idx, sid)
             except (RayError, asyncio.TimeoutError) as exc:
                 last = f"executor {idx}: {type(exc).__name__}"
-                self.losses.append(last)
+                self._loss(last, idx)
+                failed = idx
         return RaySession(self, -1, "", dead_reason=last)
 
 
@@ -237,11 +301,12 @@ class RaySession:
             )
         except (RayError, asyncio.TimeoutError) as exc:
             self._dead = f"executor {self._idx}: {type(exc).__name__}"
-            self._owner.losses.append(self._dead)
+            self._owner._loss(self._dead, self._idx)
             return _lost(self._dead)
-        if res.outcome == KILLED and res.note.startswith("session lost"):
-            self._dead = res.note
-            self._owner.losses.append(res.note)
+        why = infra_loss(res)
+        if why is not None:
+            self._dead = f"executor {self._idx}: {why}"
+            self._owner._loss(self._dead)
         return res
 
     async def restart(self) -> None:
@@ -254,7 +319,7 @@ class RaySession:
                 self._dead = "session lost: its executor restarted"
             except (RayError, asyncio.TimeoutError) as exc:
                 self._dead = f"executor {self._idx}: {type(exc).__name__}"
-            self._owner.losses.append(self._dead)
+            self._owner._loss(self._dead, self._idx)
         fresh = await self._owner.open_session()
         self._idx, self._sid, self._dead = fresh._idx, fresh._sid, fresh._dead
 

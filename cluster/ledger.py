@@ -8,6 +8,9 @@ local directory, ``file:///...``, ``s3://bucket/prefix?endpoint_override=...``):
     trajectories/model=<m>/method=<x>/
         part-<seq>-<uuid>.parquet         one committed batch (rows: evalcore.records.LEDGER_SCHEMA)
         compact-<seq>-<uuid>.parquet      many batches merged; footer metadata lists the parts it replaces
+        rewrite-<seq>-<uuid>.parquet      sweep.retry_errors: the partition without its error rows
+    lease.json                            the writer lease (cluster.lease)
+    quarantine/                           damaged files moved aside by sweep.repair=true
     _tmp/                                 object stores only: uploads before their final move
 
 Why the commit is atomic: a batch is written whole under a temporary name, then
@@ -29,7 +32,14 @@ the two leaves both, and the loader drops the replaced parts (and deletes them w
 writable), so no key is ever seen twice. Any other duplicate is a real error
 naming both files.
 
-One driver writes a sweep at a time. No Ray import here.
+One driver writes a sweep at a time: a driver opens the ledger with a lease
+(``cluster.lease``: ``lease.json`` in the sweep directory) and every write or delete
+checks it still holds it, so compaction and cleanup never remove another driver's
+files. Damage is named, never a traceback: a file that cannot be read stops the open
+with :class:`DamagedFileError`; with ``repair`` it is moved into ``quarantine/`` and
+its keys run again. A write that fails (disk full, permissions, the object store)
+raises :class:`CommitError` naming the path and the cause; what was committed before
+stays valid. No Ray import here.
 """
 from __future__ import annotations
 
@@ -45,6 +55,7 @@ from collections import defaultdict
 from typing import Any, Iterable, Sequence
 
 import pyarrow as pa
+import pyarrow.compute  # noqa: F401 - pa.compute
 import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
@@ -55,6 +66,8 @@ MANIFEST = "manifest.json"
 PLAN_FILE = "plan.parquet"
 TRAJ_DIR = "trajectories"
 TMP_DIR = "_tmp"
+QUARANTINE_DIR = "quarantine"
+REPAIR_HINT = "sweep.repair=true moves it into <sweep>/quarantine/ and runs its keys again"
 REPLACES_META = b"opteval.replaces"
 OBJECT_STORES = ("s3", "gcs")
 PLAN_SCHEMA = pa.schema([
@@ -63,7 +76,7 @@ PLAN_SCHEMA = pa.schema([
 ])
 _REQUIRED = [f.name for f in LEDGER_SCHEMA if not f.nullable]
 _COLUMNS = set(LEDGER_SCHEMA.names)
-_FILE_RE = re.compile(r"^(part|compact)-(\d+)-[0-9a-f]+\.parquet$")
+_FILE_RE = re.compile(r"^(part|compact|rewrite)-(\d+)-[0-9a-f]+\.parquet$")
 
 
 class LedgerError(RuntimeError):
@@ -72,6 +85,14 @@ class LedgerError(RuntimeError):
 
 class DuplicateKeyError(LedgerError):
     """A trajectory key would be (or was) committed twice."""
+
+
+class DamagedFileError(LedgerError):
+    """A ledger file (data, manifest or plan) cannot be read; ``sweep.repair=true`` quarantines it."""
+
+
+class CommitError(LedgerError):
+    """A write failed (disk full, permission, object-store error); the message names path and cause."""
 
 
 class ConfigChangedError(LedgerError):
@@ -255,7 +276,8 @@ def error_row(
 class Ledger:
     """One sweep's Parquet dataset. Construct with :meth:`open`."""
 
-    def __init__(self, fs: pafs.FileSystem, root: str, uri: str, *, read_only: bool, compact_every: int):
+    def __init__(self, fs: pafs.FileSystem, root: str, uri: str, *, read_only: bool, compact_every: int,
+                 repair: bool = False):
         self.fs = fs
         self.root = root  # the sweep directory, as a path in ``fs``
         self.uri = uri  # the same, as the user would type it
@@ -267,6 +289,9 @@ class Ledger:
         self._seq = 0
         self._small: dict[str, list[str]] = defaultdict(list)  # partition dir -> part files
         self._manifest: dict[str, Any] | None = None
+        self.repair = repair
+        self.lease: Any = None  # cluster.lease.Lease while this driver holds the sweep
+        self.quarantined: list[dict[str, Any]] = []  # {"file", "to", "reason", "keys" (None: unreadable)}
 
     # ---- opening ----
     @classmethod
@@ -280,6 +305,9 @@ class Ledger:
         *,
         read_only: bool = False,
         compact_every: int = 64,
+        lease_stale_s: float | None = None,
+        wait_for_lease: bool = False,
+        repair: bool = False,
     ) -> "Ledger":
         """Open (or create) ``<uri>/<sweep_name>`` for this config.
 
@@ -287,13 +315,51 @@ class Ledger:
         :class:`ConfigChangedError` listing what changed (dotted paths over the
         outcome-relevant config), unless ``allow_config_change``. ``read_only``
         (``plan_only``) checks and reads but writes nothing.
-        """
-        from cluster.config import outcome_view  # the same view the fingerprint hashes
 
+        ``lease_stale_s`` (the driver always passes it): take the sweep's writer lease
+        first, refusing with :class:`cluster.lease.LeaseHeldError` while another live
+        driver holds it (``wait_for_lease``: wait instead). ``repair``: move damaged
+        files into ``quarantine/`` instead of refusing (:class:`DamagedFileError`).
+        """
         fs, base = open_filesystem(uri)
         root = f"{base}/{sweep_name}"
-        led = cls(fs, root, join_uri(uri, sweep_name), read_only=read_only, compact_every=compact_every)
-        old = led.manifest()
+        led = cls(fs, root, join_uri(uri, sweep_name), read_only=read_only, compact_every=compact_every,
+                  repair=repair)
+        if not read_only and lease_stale_s is not None:
+            led._take_lease(sweep_name, float(lease_stale_s), wait_for_lease)
+        try:
+            led._open_checked(sweep_name, resolved_config, fingerprint, allow_config_change)
+        except BaseException:
+            led.close()
+            raise
+        return led
+
+    def _take_lease(self, sweep_name: str, stale_s: float, wait: bool) -> None:
+        from cluster import lease
+
+        try:
+            self.fs.create_dir(self.root, recursive=True)
+        except (OSError, pa.ArrowException) as exc:
+            raise CommitError(f"cannot create the sweep directory {self.uri}: {exc}") from exc
+        self.lease = lease.acquire(self.fs, self.root, self.uri, f"sweep {sweep_name!r} at {self.uri}", stale_s, wait)
+
+    def close(self) -> None:
+        """Release the writer lease (if held). Idempotent."""
+        if self.lease is not None:
+            self.lease.release()
+            self.lease = None
+
+    def _own(self) -> None:
+        """Before any write or delete: this driver still holds the lease (when it took one)."""
+        if self.lease is not None:
+            self.lease.check()
+
+    def _open_checked(self, sweep_name: str, resolved_config: dict[str, Any], fingerprint: str,
+                      allow_config_change: bool) -> None:
+        from cluster.config import outcome_view  # the same view the fingerprint hashes
+
+        led, fs, root, read_only = self, self.fs, self.root, self.read_only
+        old = led._manifest_or_repair()
         changes: list[str] = []
         if old is not None and old.get("fingerprint") != fingerprint:
             changes = config_diff(outcome_view(old.get("config") or {}), outcome_view(resolved_config))
@@ -308,11 +374,11 @@ class Ledger:
                     "(trajectories whose settings changed get new keys and run again)."
                 )
         if not read_only:
-            fs.create_dir(root, recursive=True)
+            led._guard_write(f"{led.uri}/", lambda: fs.create_dir(root, recursive=True))
+            led._check_plan_file()
             led._write_manifest(old, resolved_config, fingerprint, changes, sweep_name)
             led._clean_tmp()
         led._load()
-        return led
 
     @classmethod
     def open_existing(cls, uri: str, sweep_name: str) -> "Ledger":
@@ -353,10 +419,33 @@ class Ledger:
                 return None
             raise LedgerError(f"cannot read {self.uri}/{MANIFEST}: {exc}") from exc
         try:
-            self._manifest = json.loads(data)
-        except json.JSONDecodeError as exc:
-            raise LedgerError(f"{self.uri}/{MANIFEST}: not valid JSON ({exc})") from exc
+            man = json.loads(data)
+        except (ValueError, RecursionError) as exc:
+            raise DamagedFileError(f"{self.uri}/{MANIFEST}: not valid JSON ({str(exc)[:200]}); {REPAIR_HINT}") from exc
+        if not isinstance(man, dict):
+            raise DamagedFileError(f"{self.uri}/{MANIFEST}: not a JSON object; {REPAIR_HINT}")
+        self._manifest = man
         return self._manifest
+
+    def _manifest_or_repair(self) -> dict[str, Any] | None:
+        """The manifest; a damaged one is quarantined under ``repair`` (the sweep then
+        continues as if new: the rows keep their own fingerprints)."""
+        try:
+            return self.manifest()
+        except DamagedFileError as exc:
+            if not self.repair or self.read_only:
+                raise
+            self._quarantine(f"{self.root}/{MANIFEST}", str(exc).split("; ")[0], keys=[])
+            return None
+
+    def _check_plan_file(self) -> None:
+        """A damaged ``plan.parquet`` is named (or quarantined under ``repair``) before it is rewritten."""
+        try:
+            self.read_plan()
+        except DamagedFileError as exc:
+            if not self.repair:
+                raise
+            self._quarantine(f"{self.root}/{PLAN_FILE}", str(exc).split("; ")[0], keys=[])
 
     # ---- plan ----
     def record_plan(self, plan: Sequence[Any]) -> dict[str, Any]:
@@ -385,7 +474,10 @@ class Ledger:
         path = f"{self.root}/{PLAN_FILE}"
         if self.fs.get_file_info(path).type == pafs.FileType.NotFound:
             return None
-        return pq.read_table(path, filesystem=self.fs)
+        try:
+            return pq.read_table(path, filesystem=self.fs, schema=PLAN_SCHEMA)
+        except (pa.ArrowException, OSError, ValueError) as exc:
+            raise DamagedFileError(f"{self.uri}/{PLAN_FILE}: cannot be read ({_cause(exc)}); {REPAIR_HINT}") from exc
 
     # ---- reading ----
     def _list(self) -> list[str]:
@@ -413,15 +505,19 @@ class Ledger:
         Decided from names alone, so a resume reads no extra footers; the compacted
         file's footer (``opteval.replaces``) lists the same names for audit."""
         newest: dict[str, int] = {}
+        rewrite: dict[str, int] = {}  # supersede_errors: a rewrite- file replaces every older file
         parsed = []
         for f in files:
             d, name = f.rsplit("/", 1)
             m = _FILE_RE.match(name)
             if m:
                 parsed.append((f, d, m.group(1), int(m.group(2))))
-                if m.group(1) == "compact":
+                if m.group(1) in ("compact", "rewrite"):
                     newest[d] = max(newest.get(d, -1), int(m.group(2)))
-        return {f for f, d, kind, seq in parsed if kind == "part" and seq < newest.get(d, -1)}
+                if m.group(1) == "rewrite":
+                    rewrite[d] = max(rewrite.get(d, -1), int(m.group(2)))
+        return {f for f, d, kind, seq in parsed
+                if (kind == "part" and seq < newest.get(d, -1)) or seq < rewrite.get(d, -1)}
 
     def _load(self) -> None:
         files = self._list()
@@ -430,7 +526,8 @@ class Ledger:
             for f in replaced:  # a compaction that crashed before deleting its inputs
                 self._delete(f)
         live = [f for f in files if f not in replaced]
-        self._keys = self._read_keys(live)
+        self._keys, bad = self._read_keys_checked(live)
+        live = [f for f in live if f not in bad]
         for f in live:
             m = _FILE_RE.match(f.rsplit("/", 1)[-1])
             if m:
@@ -439,26 +536,119 @@ class Ledger:
                     self._small[f.rsplit("/", 1)[0]].append(f)
 
     def _read_keys(self, files: list[str]) -> set[str]:
+        return self._read_keys_checked(files)[0]
+
+    def _scan_keys(self, files: list[str]) -> list[tuple[str, list[str]]]:
+        """``[(file, keys)]``; one dataset scan (fast), or file by file when that fails so the
+        damaged ones can be named: :class:`DamagedFileError`, or quarantined under ``repair``."""
         if not files:
-            return set()
-        dataset = ds.dataset(files, format="parquet", filesystem=self.fs)
-        per_file: list[tuple[str, list[str]]] = []
-        for batch in dataset.scanner(columns=["key"]).scan_batches():
-            per_file.append((batch.fragment.path, batch.record_batch.column(0).to_pylist()))
-        keys: set[str] = set()
-        total = 0
-        for _, ks in per_file:
-            keys.update(ks)
-            total += len(ks)
-        if total != len(keys):
+            return []
+        try:
+            dataset = ds.dataset(files, format="parquet", filesystem=self.fs)
+            got: dict[str, list[str]] = {f: [] for f in files}
+            for batch in dataset.scanner(columns=["key"]).scan_batches():
+                got.setdefault(batch.fragment.path, []).extend(batch.record_batch.column(0).to_pylist())
+            return list(got.items())
+        except (pa.ArrowException, OSError, ValueError):
+            pass
+        per_file, damaged = [], []
+        for f in files:
+            try:
+                keys = pq.read_table(f, columns=["key"], filesystem=self.fs).column(0).to_pylist()
+            except (pa.ArrowException, OSError, ValueError, KeyError) as exc:
+                damaged.append((f, _cause(exc)))
+                continue
+            per_file.append((f, keys))
+        if damaged and (not self.repair or self.read_only):
+            f, cause = damaged[0]
+            more = f" (and {len(damaged) - 1} more damaged file(s))" if len(damaged) > 1 else ""
+            raise DamagedFileError(f"ledger {self.uri}: cannot read {self._show(f)}: {cause}{more}; {REPAIR_HINT}")
+        for f, cause in damaged:
+            self._quarantine(f, f"cannot be read: {cause}", keys=None)
+        return per_file
+
+    def _read_keys_checked(self, files: list[str]) -> tuple[set[str], set[str]]:
+        """(committed keys, files moved to quarantine). A key committed twice is a
+        :class:`DuplicateKeyError`; under ``repair`` the later file holding it is
+        quarantined (its other keys run again)."""
+        per_file = self._scan_keys(files)
+        bad = set(files) - {f for f, _ in per_file}
+        while True:
+            keys: set[str] = set()
+            total = 0
+            for _, ks in per_file:
+                keys.update(ks)
+                total += len(ks)
+            if total == len(keys):
+                return keys, bad
             seen: dict[str, str] = {}
+            dup: tuple[str, str, str] | None = None
             for path, ks in sorted(per_file):
                 for k in ks:
                     if k in seen:
-                        where = "twice in " + path if seen[k] == path else f"in {seen[k]} and in {path}"
-                        raise DuplicateKeyError(f"ledger {self.uri}: key {k!r} is committed {where}")
+                        dup = (k, seen[k], path)
+                        break
                     seen[k] = path
-        return keys
+                if dup:
+                    break
+            assert dup is not None
+            k, first, path = dup
+            where = "twice in " + self._show(path) if first == path else \
+                f"in {self._show(first)} and in {self._show(path)}"
+            if not self.repair or self.read_only:
+                raise DuplicateKeyError(f"ledger {self.uri}: key {k!r} is committed {where}; "
+                                        "sweep.repair=true moves the later file into <sweep>/quarantine/ "
+                                        "and runs its keys again")
+            held = dict(per_file)[path]
+            self._quarantine(path, f"key {k!r} committed {where}", keys=held)
+            per_file = [(f, ks) for f, ks in per_file if f != path]
+            bad.add(path)
+
+    def _show(self, path: str) -> str:
+        """A path in ``fs`` as the user would type it."""
+        return f"{self.fs.type_name}://{path}" if self.object_store else path
+
+    def _quarantine(self, path: str, reason: str, keys: list[str] | None) -> None:
+        """Move a damaged file to ``<sweep>/quarantine/`` (path flattened) and say what it held."""
+        self._own()
+        rel = path[len(self.root) + 1:] if path.startswith(self.root + "/") else path.rsplit("/", 1)[-1]
+        dest = f"{self.root}/{QUARANTINE_DIR}/{_now().strftime('%Y%m%dT%H%M%S')}-{rel.replace('/', '__')}"
+        self._guard_write(dest, lambda: (self._make_parent(dest), self.fs.move(path, dest)))
+        entry = {"file": self._show(path), "to": self._show(dest), "reason": reason, "keys": keys}
+        self.quarantined.append(entry)
+        held = "keys unreadable" if keys is None else f"{len(keys)} key(s)"
+        print(f"[sweep] repair: moved {self._show(path)} to {self._show(dest)} ({reason}; {held})", flush=True)
+
+    def log_quarantined(self, plan: Sequence[Any]) -> list[str]:
+        """After :meth:`record_plan`: the planned keys each quarantined data file held (read from
+        it, or, when unreadable, the planned keys of its partition now missing), printed and
+        written next to it as ``<file>.keys.txt``. Returns every such key."""
+        out: list[str] = []
+        for q in self.quarantined:
+            keys = q["keys"]
+            if keys is None:
+                part = q["file"].split(f"/{TRAJ_DIR}/", 1)[-1].rsplit("/", 1)[0]
+                keys = [p.key for p in plan if self._partition(p.model, p.method).endswith(part)
+                        and p.key not in (self._keys or set())]
+            else:
+                keys = [k for k in keys if k not in (self._keys or set())]
+            if not keys:
+                continue
+            out.extend(keys)
+            shown = ", ".join(keys[:10]) + (f", ... ({len(keys)} in all)" if len(keys) > 10 else "")
+            if q["keys"] is None:
+                print(f"[sweep] repair: {q['file']} was unreadable; its keys are among the {len(keys)} planned "
+                      f"key(s) of its partition not in the ledger, which run again: {shown}", flush=True)
+            else:
+                print(f"[sweep] repair: {q['file']} held {len(keys)} key(s) not committed elsewhere; "
+                      f"they run again: {shown}", flush=True)
+            dest = q["to"][len(self.fs.type_name) + 3:] if self.object_store else q["to"]
+            try:
+                with self.fs.open_output_stream(dest + ".keys.txt") as f:
+                    f.write(("\n".join(keys) + "\n").encode())
+            except (OSError, pa.ArrowException) as exc:
+                print(f"[sweep] repair: could not write {q['to']}.keys.txt: {exc}", flush=True)
+        return out
 
     def committed_keys(self) -> set[str]:
         """Keys committed on disk (at open) or by this process since. A copy."""
@@ -493,6 +683,7 @@ class Ledger:
         assert self._keys is not None
         if not rows:
             return []
+        self._own()
         seen: set[str] = set()
         now = _now()
         groups: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
@@ -540,6 +731,7 @@ class Ledger:
         return n
 
     def _compact_dir(self, d: str) -> None:
+        self._own()
         parts = sorted(self._small[d])
         table = ds.dataset(parts, schema=LEDGER_SCHEMA, format="parquet", filesystem=self.fs).to_table()
         meta = {REPLACES_META: json.dumps([p.rsplit("/", 1)[-1] for p in parts]).encode()}
@@ -551,7 +743,9 @@ class Ledger:
         self._small[d] = []
 
     def _delete(self, path: str) -> None:
-        self.fs.delete_file(path)
+        """Deletes happen only under this driver's verified lease (never another driver's files)."""
+        self._own()
+        self._guard_write(path, lambda: self.fs.delete_file(path), "cannot delete")
 
     def _tmp_path(self, final: str) -> str:
         if self.object_store:
@@ -566,30 +760,98 @@ class Ledger:
             self.fs.create_dir(path.rsplit("/", 1)[0], recursive=True)
 
     def _atomic_write_table(self, table: pa.Table, final: str) -> None:
-        self._make_parent(final)
         tmp = self._tmp_path(final)
-        self._make_parent(tmp)
-        pq.write_table(table, tmp, filesystem=self.fs, compression="zstd")
-        self._publish(tmp, final)
+
+        def write() -> None:
+            self._make_parent(final)
+            self._make_parent(tmp)
+            pq.write_table(table, tmp, filesystem=self.fs, compression="zstd")
+            self._publish(tmp, final)
+
+        self._guard_write(final, write, tmp=tmp)
 
     def _put_json(self, name: str, obj: Any) -> None:
+        self._own()
         final = f"{self.root}/{name}"
         tmp = self._tmp_path(final)
-        self._make_parent(tmp)
-        with self.fs.open_output_stream(tmp) as f:
-            f.write(json.dumps(obj, indent=1, default=str).encode())
-        self._publish(tmp, final)
+
+        def write() -> None:
+            self._make_parent(tmp)
+            with self.fs.open_output_stream(tmp) as f:
+                f.write(json.dumps(obj, indent=1, default=str).encode())
+            self._publish(tmp, final)
+
+        self._guard_write(final, write, tmp=tmp)
+
+    def _guard_write(self, path: str, fn: Any, verb: str = "cannot write", tmp: str | None = None) -> Any:
+        """Run a storage write; a failure becomes a :class:`CommitError` naming ``path`` and the
+        cause (the temporary is removed; the final name was never touched)."""
+        try:
+            return fn()
+        except (OSError, pa.ArrowException) as exc:
+            if tmp is not None:
+                try:
+                    self.fs.delete_file(tmp)
+                except Exception:  # noqa: BLE001 - hidden anyway; removed at the next open
+                    pass
+            raise CommitError(f"{verb} {self._show(path)}: {_cause(exc)}") from exc
 
     def _publish(self, tmp: str, final: str) -> None:
         """The atomic step (a rename locally; a server-side copy on object stores)."""
         self.fs.move(tmp, final)
 
     def _clean_tmp(self) -> None:
-        """Drop temporaries a crashed writer left (only one driver writes a sweep)."""
+        """Drop temporaries a crashed writer left (under this driver's lease: no other writes)."""
         sel = pafs.FileSelector(self.root, recursive=True, allow_not_found=True)
         for info in self.fs.get_file_info(sel):
-            if info.type == pafs.FileType.File and info.path.endswith(".tmp"):
-                self.fs.delete_file(info.path)
+            if info.type == pafs.FileType.File and info.path.endswith(".tmp") and \
+                    not info.path.rsplit("/", 1)[-1].startswith("lease.json"):
+                self._delete(info.path)
+
+    # ---- re-running error rows ----
+    def supersede_errors(self) -> list[str]:
+        """``sweep.retry_errors``: drop committed ``status=error`` rows so those keys run again.
+
+        Each partition holding one is rewritten whole into a new ``rewrite-`` file without
+        them; a ``rewrite-`` file replaces every older file of its directory (decided from
+        names, as for compaction; its footer lists them), which are deleted after it is
+        published; a crash in between is resolved at the next open.
+        The old row is thus superseded by the new run's row, never duplicated.
+        Returns the keys released."""
+        self._writable()
+        assert self._keys is not None
+        files = self.files()
+        if not files:
+            return []
+        table = self.read_table(columns=["key", "status", "model", "method"])
+        errs = table.filter(pa.compute.equal(table.column("status"), STATUS_ERROR))
+        if errs.num_rows == 0:
+            return []
+        released: list[str] = []
+        for model, method in sorted(set(zip(errs.column("model").to_pylist(), errs.column("method").to_pylist()))):
+            d = self._partition(model, method)
+            olds = [f for f in files if f.rsplit("/", 1)[0] == d]
+            full = ds.dataset(olds, schema=LEDGER_SCHEMA, format="parquet", filesystem=self.fs).to_table()
+            is_err = pa.compute.equal(full.column("status"), STATUS_ERROR)
+            keep = full.filter(pa.compute.invert(is_err))
+            gone = full.filter(is_err).column("key").to_pylist()
+            meta = {REPLACES_META: json.dumps([p.rsplit("/", 1)[-1] for p in olds]).encode()}
+            self._seq += 1
+            path = f"{d}/rewrite-{self._seq:08d}-{uuid.uuid4().hex}.parquet"
+            self._own()
+            self._atomic_write_table(keep.replace_schema_metadata(meta), path)
+            for p in olds:
+                self._delete(p)
+            self._small[d] = []
+            self._keys.difference_update(gone)
+            released.extend(gone)
+        return released
+
+
+def _cause(exc: BaseException) -> str:
+    """The useful part of a storage exception, on one line."""
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return text[:300]
 
 
 def _version() -> str:

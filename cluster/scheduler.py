@@ -26,8 +26,10 @@ from typing import Any
 from evalcore.problems import AnswerKey, ProblemSpec
 
 EXIT_INTERRUPTED = 130
-RETRY_BACKOFF_S = 0.5
 ETA_MIN_DONE = 8  # finished trajectories before an ETA is printed
+WORKER_DOWN_S = 30.0  # a worker whose call failed gets no new work this long while another is up
+WORKER_PROBE_S = 5.0  # a worker that failed must answer a ping this fast before it gets work again
+WORKER_RESTART_WAIT_S = 180.0  # with no worker answering, wait this long for one to come back
 
 
 # -- preparation (no Ray) ----------------------------------------------------------------
@@ -115,11 +117,31 @@ def open_ledger(cfg: Any, plan: list[Any], read_only: bool = False) -> Any:
     from cluster.ledger import Ledger
 
     resolved = cconf.resolved(cfg)
-    led = Ledger.open(str(cfg.sweep.output_dir), str(cfg.sweep.name), resolved, cconf.sweep_fingerprint(resolved),
-                      bool(cfg.sweep.allow_config_change), read_only=read_only)
+    sw = cfg.sweep
+    led = Ledger.open(str(sw.output_dir), str(sw.name), resolved, cconf.sweep_fingerprint(resolved),
+                      bool(sw.allow_config_change), read_only=read_only,
+                      lease_stale_s=None if read_only else float(sw.lease_stale_s),
+                      wait_for_lease=bool(sw.wait_for_lease), repair=bool(sw.repair))
     if not read_only:
-        led.record_plan(plan)
+        try:
+            led.record_plan(plan)
+            _after_open(led, cfg, plan)
+        except BaseException:
+            led.close()
+            raise
     return led
+
+
+def _after_open(led: Any, cfg: Any, plan: list[Any]) -> None:
+    """Repairs and re-runs decided at open: name the keys quarantined files held; with
+    ``sweep.retry_errors`` release committed ``error`` rows so they run again."""
+    led.log_quarantined(plan)
+    if bool(cfg.sweep.retry_errors):
+        planned = {it.key for it in plan}
+        released = [k for k in led.supersede_errors() if k in planned]
+        if released:
+            print(f"[sweep] retry_errors: {len(released)} committed error row(s) superseded; they run again",
+                  flush=True)
 
 
 def plan_report(prep: Prepared) -> str:
@@ -188,13 +210,36 @@ class Committer:
 
     async def flush(self, force: bool = False) -> None:
         async with self._lock:
+            if self.failed is not None:
+                raise self.failed
             if not self._rows or not (force or self.due()):
                 return
+            # Take the batch out before the await: rows finishing while the commit runs in its
+            # thread go into a fresh list (they are committed next time, never dropped).
             rows, self._rows = self._rows, []
-            await asyncio.to_thread(self._ledger.commit, rows)
+            try:
+                await asyncio.to_thread(self._ledger.commit, rows)
+            except Exception as exc:
+                self._fail(exc)
+                raise self.failed from exc  # type: ignore[misc]
             self._last = time.monotonic()
             self.committed += len(rows)
             self.batches += 1
+
+    failed: Exception | None = None
+    on_failure: Any = None  # called once with the error (the driver stops the sweep)
+
+    def _fail(self, exc: Exception) -> None:
+        """A commit that failed stops the sweep: nothing more is committed by this run, the
+        rows in memory are dropped (they run again on resume), what is on disk stays valid."""
+        from cluster.ledger import CommitError, LedgerError
+
+        if isinstance(exc, LedgerError):
+            self.failed = exc
+        else:
+            self.failed = CommitError(f"commit failed: {type(exc).__name__}: {exc}")
+        if self.on_failure is not None:
+            self.on_failure(self.failed)
 
 
 # -- progress -----------------------------------------------------------------------------
@@ -273,6 +318,11 @@ class StopState:
             print(f"[sweep] signal {signum}: no new trajectories; finishing those in flight "
                   f"(signal again to stop now)", flush=True)
 
+    def abort(self) -> None:
+        """Stop now for a reason that is not a signal (a failed commit): no dispatch, abandon in flight."""
+        self.soft.set()
+        self.hard.set()
+
     def install(self, loop: asyncio.AbstractEventLoop) -> None:
         if threading.current_thread() is not threading.main_thread():
             return  # signal handlers only work on the main thread (tests drive sweeps from others)
@@ -311,14 +361,49 @@ class Dispatcher:
         self.prep, self.workers, self.committer, self.progress, self.stop = prep, workers, committer, progress, stop
         self.tracker = tracker
         self.retries = int(c.retries)
+        self.backoff_s = float(c.get("retry_backoff_s", 5.0))
+        self.down_until = [0.0] * len(workers)
         self.timeout_s = float(c.trajectory_timeout_s)
         self.per_model = int(c.max_in_flight_per_model)
         self.capacity = asyncio.Semaphore(max(1, len(workers) * int(c.worker_concurrency)))
         self.load = [0] * len(workers)
         self.tasks: set[asyncio.Task] = set()
 
-    def _pick_worker(self) -> int:
-        return min(range(len(self.workers)), key=lambda i: self.load[i])
+    def _pick_worker(self, avoid: frozenset[int] = frozenset()) -> int:
+        """Least loaded among workers that are up and did not already fail this trajectory;
+        else up ones; else ones not tried; else any."""
+        now = time.monotonic()
+        every = list(range(len(self.workers)))
+        up = [i for i in every if self.down_until[i] <= now]
+        fresh_up = [i for i in up if i not in avoid]
+        untried = [i for i in every if i not in avoid]
+        return min(fresh_up or up or untried or every, key=lambda i: self.load[i])
+
+    async def _live_worker(self, avoid: frozenset[int] = frozenset()) -> int:
+        """A worker to send to: one that never failed, or a failed one that answers a ping now.
+        While none answers (all restarting, e.g. after their node died) wait for one, up to
+        ``WORKER_RESTART_WAIT_S``, without spending the trajectory's retries."""
+        from ray.exceptions import RayError
+
+        deadline = time.monotonic() + WORKER_RESTART_WAIT_S
+        while True:
+            idx = self._pick_worker(avoid)
+            if self.down_until[idx] == 0.0:
+                return idx
+            try:
+                await asyncio.wait_for(_await(self.workers[idx].ping.remote()), timeout=WORKER_PROBE_S)
+                self.down_until[idx] = 0.0
+                return idx
+            except (RayError, asyncio.TimeoutError):
+                self.down_until[idx] = time.monotonic() + WORKER_DOWN_S
+            if time.monotonic() >= deadline:
+                return idx
+            await asyncio.sleep(1.0)  # never spin on workers that fail at once
+
+    def _retry_wait(self, attempt: int) -> float:
+        """Backoff before retry ``attempt`` (1-based): ``retry_backoff_s * 2**(attempt-1)``, long
+        enough for a killed actor to restart (a few seconds) by the second retry."""
+        return self.backoff_s * (2 ** (attempt - 1))
 
     def _task(self, item: Any, ep: Any) -> Any:
         from cluster.workers import TrajectoryTask
@@ -332,13 +417,17 @@ class Dispatcher:
             stages=dict(me.get("stages") or {}), solvers=tuple(self.prep.cfg.solvers),
             prompt=_contract(self.prep.model_cfgs[item.model]), params=dict(me.get("params") or {}))
 
-    async def _attempt(self, task: Any) -> tuple[Any | None, str | None]:
-        """One remote run: (trajectory, None) or (partial trajectory or None, failure reason)."""
+    async def _attempt(self, task: Any, avoid: frozenset[int] = frozenset(),
+                       used: list[int] | None = None) -> tuple[Any | None, str | None]:
+        """One remote run: (trajectory, None) or (partial trajectory or None, failure reason).
+        The worker's index is appended to ``used`` (a retry avoids it)."""
         from ray.exceptions import RayError
 
         from cluster.workers import WorkerFailure
 
-        idx = self._pick_worker()
+        idx = await self._live_worker(avoid)
+        if used is not None:
+            used.append(idx)
         self.load[idx] += 1
         ref = self.workers[idx].run.remote(task)
         try:
@@ -347,7 +436,8 @@ class Dispatcher:
             _cancel(ref)
             return None, f"trajectory timeout after {self.timeout_s:g}s"
         except RayError as exc:
-            return None, f"worker {idx} failed: {type(exc).__name__}: {str(exc).splitlines()[0][:300]}"
+            self.down_until[idx] = time.monotonic() + WORKER_DOWN_S
+            return None, f"worker {idx} failed: {type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:300]}"
         finally:
             self.load[idx] -= 1
         if isinstance(res, WorkerFailure):
@@ -357,15 +447,16 @@ class Dispatcher:
     async def run_item(self, item: Any, ep: Any) -> Outcome:
         task = self._task(item, ep)
         last_traj, reason = None, "not attempted"
+        tried: list[int] = []
         for attempt in range(1, self.retries + 2):
-            traj, reason = await self._attempt(task)
+            traj, reason = await self._attempt(task, frozenset(tried), tried)
             if reason is None:
                 return Outcome(traj, None, attempt)
             last_traj = traj or last_traj
             if attempt <= self.retries:
                 self.progress.retries += 1
                 print(f"[sweep] retry {attempt}/{self.retries} {item.key}: {reason}", flush=True)
-                await asyncio.sleep(RETRY_BACKOFF_S * attempt)
+                await asyncio.sleep(self._retry_wait(attempt))
         return Outcome(last_traj, reason, self.retries + 1)
 
     async def _one(self, item: Any, ep: Any, sem: asyncio.Semaphore) -> None:
@@ -599,15 +690,20 @@ async def drive(prep: Prepared, tracker: Any = None) -> RunResult:
 
     planned = plan_counts(prep.pending)
 
+    committer.on_failure = lambda exc: _commit_failed(exc, stop)
+
     async def tick_commit() -> None:
-        await committer.flush()
+        try:
+            await committer.flush()
+        except Exception:  # noqa: BLE001 - recorded in committer.failed; the sweep is stopping
+            pass
 
     printed = [-1]  # progress.done at the last printed line (the final line is not printed twice)
 
     async def tick_progress() -> None:
         printed[0] = progress.done
         print(progress.line(), flush=True)
-        _track_progress(tracker, progress, planned)
+        _track_progress_offloop(tracker, progress, planned)
 
     bg = [asyncio.create_task(_periodic(min(1.0, float(sweep_cfg.commit_interval_s)), tick_commit, done)),
           asyncio.create_task(_periodic(float(prep.cfg.progress.interval_s), tick_progress, done))]
@@ -616,15 +712,60 @@ async def drive(prep: Prepared, tracker: Any = None) -> RunResult:
     try:
         execs, workers = await asyncio.to_thread(start_actors, prep)
         await run_stages(prep, workers, committer, progress, stop, tracker)
+    except Exception:
+        if committer.failed is None:
+            raise
     finally:
         done.set()
         await asyncio.gather(*bg, return_exceptions=True)
-        await committer.flush(force=True)
+        try:
+            await committer.flush(force=True)
+        except Exception:  # noqa: BLE001 - a commit failure is raised below, after cleanup
+            if committer.failed is None:
+                raise
         if progress.done != printed[0]:
             print(progress.line(), flush=True)
         stop.uninstall(loop)
+        if stop.signum is not None:
+            _quiet_signals()
         stop_actors(workers + execs)
+    if committer.failed is not None:
+        raise committer.failed
     return RunResult(stop, progress, committer)
+
+
+def _quiet_signals() -> None:
+    """After an interrupted run's loop ended: another SIGINT/SIGTERM (the user insisting while
+    the results are printed) exits at once with 130 and one line, never a traceback. What
+    finished is committed already; the lease is released on the way out."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+
+    def handler(signum: int, _frame: Any) -> None:
+        print(f"[sweep] signal {signum} again: exiting now; resume with the same command", flush=True)
+        raise SystemExit(EXIT_INTERRUPTED)
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, handler)
+
+
+def _commit_failed(exc: Exception, stop: StopState) -> None:
+    print(f"[sweep] COMMIT FAILED: {exc}; stopping the sweep (what was committed before stays valid)",
+          flush=True)
+    stop.abort()
+
+
+def _track_progress_offloop(tracker: Any, progress: Progress, planned: dict[tuple[str, str], int]) -> None:
+    """Hand a snapshot of the progress to the tracker's thread: the event loop never waits on MLflow."""
+    if tracker is None or not tracker.active:
+        return
+    snap = Progress(planned=progress.planned, already=progress.already, done=progress.done)
+    snap.per.update({k: list(v) for k, v in progress.per.items()})
+    offloop = getattr(tracker, "offloop", None)
+    if offloop is None:
+        _track_progress(tracker, snap, planned)
+    else:
+        offloop.submit("log progress", _track_progress, tracker, snap, planned)
 
 
 def _track_progress(tracker: Any, progress: Progress, planned: dict[tuple[str, str], int]) -> None:
@@ -651,11 +792,12 @@ def finalize(prep: Prepared, tracker: Any = None, interrupted: bool = False) -> 
     from cluster.tracking import results_markdown, ui_command
 
     table, plan = prep.ledger.read_table(), prep.ledger.read_plan()
+    summary = None
     if tracker is not None:
         recorded = ((prep.ledger.manifest() or {}).get("plan") or {}).get("recorded_at")
-        summary = tracker.log_results(table, plan, recorded)
-        tracker.finish("KILLED" if interrupted else "FINISHED")
-    else:
+        summary = _tracked(tracker, "log results", tracker.log_results, table, plan, recorded)
+        _tracked(tracker, "end runs", tracker.finish, "KILLED" if interrupted else "FINISHED")
+    if summary is None:
         summary = results_summary(prep)
     title = f"sweep {prep.cfg.sweep.name}" + (" (interrupted: partial)" if interrupted else "")
     print(results_markdown(summary, title), flush=True)
@@ -676,9 +818,23 @@ def start_tracker(prep: Prepared) -> Any:
     from cluster.tracking import Tracker
 
     tracker = Tracker.from_config(prep.cfg)
+    _bound_tracker(tracker, prep.cfg)
     resolved = cconf.resolved(prep.cfg)
-    tracker.start(resolved, cconf.sweep_fingerprint(resolved), list(plan_counts(prep.plan)))
+    _tracked(tracker, "start runs", tracker.start, resolved, cconf.sweep_fingerprint(resolved),
+             list(plan_counts(prep.plan)))
     return tracker
+
+
+def _bound_tracker(tracker: Any, cfg: Any) -> None:
+    """Every tracker call of the driver goes through an OffLoop (threads, ``tracking.timeout_s``)."""
+    from cluster.tracking import OffLoop
+
+    tracker.offloop = OffLoop(tracker, float(cfg.tracking.get("timeout_s", 30.0)))
+
+
+def _tracked(tracker: Any, what: str, fn: Any, *args: Any) -> Any:
+    offloop = getattr(tracker, "offloop", None)
+    return fn(*args) if offloop is None else offloop.call(what, fn, *args)
 
 
 def run_sweep(cfg: Any) -> int:
@@ -686,12 +842,14 @@ def run_sweep(cfg: Any) -> int:
 
     A signal during startup (planning, MLflow, ``ray.init``) is recorded by
     :mod:`cluster.signals` and honoured at the next step: what was started is stopped and
-    the exit code is 130."""
+    the exit code is 130. Raises ``cluster.ledger.LedgerError`` (jobs/sweep.py turns it into
+    one line): the lease is held by another driver, a ledger file is damaged, or a commit
+    failed (``CommitError``). The writer lease is released on every way out."""
     from cluster import signals
     from cluster.runtime import connect, disconnect
 
     old = signals.install()
-    tracker = rt = None
+    tracker = rt = prep = None
     try:
         signals.step("planning")
         prep = prepare(cfg)
@@ -706,10 +864,18 @@ def run_sweep(cfg: Any) -> int:
             signals.checkpoint()
             try:
                 stop = asyncio.run(drive(prep, tracker)).stop
+            except Exception as exc:
+                from cluster.ledger import LedgerError
+
+                if isinstance(exc, LedgerError) and tracker is not None:
+                    _tracked(tracker, "end runs", tracker.finish, "FAILED")
+                raise
             finally:
                 signals.install()  # the event loop's handlers are gone; keep recording
                 disconnect(rt)
                 rt = None
+        interrupted = stop is not None and stop.signum is not None
+        finalize(prep, tracker, interrupted)
     except signals.Interrupted as exc:
         if tracker is not None:
             tracker.finish("KILLED")
@@ -719,10 +885,10 @@ def run_sweep(cfg: Any) -> int:
     finally:
         if rt is not None:
             disconnect(rt)
+        if prep is not None:
+            prep.ledger.close()  # release the writer lease
         signals.restore(old)
         signals.reset()
-    interrupted = stop is not None and stop.signum is not None
-    finalize(prep, tracker, interrupted)
     if interrupted:
         print(f"[sweep] interrupted; resume with the same command (sweep.name={cfg.sweep.name})", flush=True)
         return EXIT_INTERRUPTED

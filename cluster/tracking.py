@@ -32,6 +32,7 @@ import logging
 import os
 import subprocess
 import tempfile
+import threading
 import time
 import warnings
 from pathlib import Path
@@ -99,8 +100,10 @@ def runs_url(server: str, experiment_id: str | None) -> str:
     return f"{server.rstrip('/')}/#/experiments/{experiment_id}/runs?workflowType=machine_learning"
 
 
-def sync_command(sweep: str, output_dir: str) -> str:
-    return f"python jobs/report.py sweep.name={sweep} sweep.output_dir={output_dir} --sync-mlflow"
+def sync_command(sweep: str, output_dir: str, uri: str | None = None) -> str:
+    """The command that re-logs a sweep from its ledger (to the same tracking server)."""
+    where = f" tracking.uri={uri}" if uri else ""
+    return f"python jobs/report.py sweep.name={sweep} sweep.output_dir={output_dir}{where} --sync-mlflow"
 
 
 def git_revision() -> str | None:
@@ -278,7 +281,7 @@ class Tracker:
             out = fn(*args, **kwargs)
         except Exception as exc:  # noqa: BLE001 - tracking must never stop a sweep
             self.failures += 1
-            hint = sync_command(self.sweep, self.output_dir)
+            hint = sync_command(self.sweep, self.output_dir, self.uri)
             warnings.warn(f"MLflow ({self.uri}) failed to {what}: {type(exc).__name__}: {str(exc)[:300]}. "
                           f"The sweep goes on; the ledger is the truth. Re-log later with: {hint}",
                           TrackingWarning, stacklevel=3)
@@ -479,3 +482,71 @@ def sync_from_ledger(ledger: Ledger, tracker: Tracker) -> Any:
     summary = tracker.log_results(ledger.read_table(), plan, (man.get("plan") or {}).get("recorded_at"))
     tracker.finish()
     return summary
+
+
+# -- off the event loop, bounded in time --------------------------------------------------------
+
+
+class OffLoop:
+    """Runs a tracker's calls on daemon threads with a time bound, so a hung tracking server
+    never blocks the sweep: the driver's event loop only hands work over (:meth:`submit`,
+    progress: skipped while the previous one is still running), and the calls the driver
+    waits for (:meth:`call`: start, results, finish) give up after ``timeout_s``. A call that
+    times out turns tracking off for the run with the re-log hint; the ledger stays the truth.
+    Daemon threads, so a call stuck in a socket never keeps the process alive."""
+
+    def __init__(self, tracker: "Tracker", timeout_s: float) -> None:
+        self.tracker, self.timeout_s = tracker, float(timeout_s)
+        self._pending: tuple[threading.Event, float] | None = None
+        self.skipped = 0
+
+    def _spawn(self, fn: Any, args: tuple) -> tuple[threading.Event, dict[str, Any]]:
+        done, box = threading.Event(), {}
+
+        def run() -> None:
+            try:
+                box["value"] = fn(*args)
+            except BaseException as exc:  # noqa: BLE001 - handed back to the caller
+                box["error"] = exc
+            finally:
+                done.set()
+
+        threading.Thread(target=run, name="opteval-mlflow", daemon=True).start()
+        return done, box
+
+    def _give_up(self, what: str) -> None:
+        t = self.tracker
+        if t.enabled:
+            t.enabled = False
+            warnings.warn(f"MLflow ({t.uri}) did not answer within {self.timeout_s:g}s while trying to {what}; "
+                          f"tracking is off for the rest of this run (the ledger is the truth). Re-log later with: "
+                          f"{sync_command(t.sweep, t.output_dir, t.uri)}", TrackingWarning, stacklevel=3)
+
+    def submit(self, what: str, fn: Any, *args: Any) -> bool:
+        """Start ``fn(*args)`` and return at once; False (skipped) while the previous one runs."""
+        if not self.tracker.enabled:
+            return False
+        if self._pending is not None and not self._pending[0].is_set():
+            self.skipped += 1
+            if time.monotonic() - self._pending[1] > self.timeout_s:
+                self._give_up(what)
+            return False
+        done, _ = self._spawn(fn, args)
+        self._pending = (done, time.monotonic())
+        return True
+
+    def call(self, what: str, fn: Any, *args: Any, default: Any = None) -> Any:
+        """``fn(*args)`` waited for at most ``timeout_s`` (after any progress call still running)."""
+        if not self.tracker.enabled:
+            return default
+        start = time.monotonic()
+        if self._pending is not None and not self._pending[0].wait(self.timeout_s):
+            self._give_up(what)
+            return default
+        done, box = self._spawn(fn, args)
+        if not done.wait(max(0.0, self.timeout_s - (time.monotonic() - start)) or 0.001):
+            self._give_up(what)
+            return default
+        if "error" in box:
+            raise box["error"]
+        return box.get("value", default)

@@ -8,6 +8,7 @@ logic itself lives in ``evalcore.harnesses``; nothing here knows about prompts.
 """
 from __future__ import annotations
 
+import asyncio
 import time
 import traceback
 from dataclasses import dataclass, field
@@ -120,7 +121,9 @@ class HarnessWorker:
         from evalcore.harnesses import get_harness
         from evalcore.harnesses.base import HarnessContext
 
-        executor = RayExecutor(self._shared, task.budgets.exec_limits or self._default_limits)
+        lost = asyncio.Event()
+        executor = RayExecutor(self._shared, task.budgets.exec_limits or self._default_limits,
+                               on_loss=lambda _reason: lost.set())
         model = self._client(task.endpoint)
         if hasattr(model, "for_problem"):  # replay: recorded completions are keyed by (problem, sample)
             model = model.for_problem(task.problem.id, task.sample)
@@ -132,7 +135,9 @@ class HarnessWorker:
         )
         start = time.perf_counter()
         try:
-            traj = await get_harness(task.harness).run(task.problem, ctx)
+            traj = await _unless_lost(get_harness(task.harness).run(task.problem, ctx), lost)
+            if traj is None:  # an executor or sandbox was lost: stop now, the driver retries elsewhere
+                return WorkerFailure(f"executor lost: {executor.losses[0]}", wall_s=time.perf_counter() - start)
         except ModelError as exc:
             return WorkerFailure(f"endpoint unreachable: {exc}", wall_s=time.perf_counter() - start)
         except Exception as exc:  # noqa: BLE001 - a harness crash is reported, never lost
@@ -143,6 +148,25 @@ class HarnessWorker:
 
     async def stats(self) -> dict[str, int]:
         return {"running": self._running, "clients": len(self._clients)}
+
+
+async def _unless_lost(coro: Any, lost: asyncio.Event) -> Trajectory | None:
+    """The harness's trajectory, or None as soon as ``lost`` fires (the harness is cancelled:
+    continuing would spend model calls and turns on a sandbox that is gone)."""
+    run = asyncio.ensure_future(coro)
+    watch = asyncio.ensure_future(lost.wait())
+    try:
+        await asyncio.wait({run, watch}, return_when=asyncio.FIRST_COMPLETED)
+    except asyncio.CancelledError:
+        run.cancel()
+        raise
+    finally:
+        watch.cancel()
+    if run.done():
+        return run.result()
+    run.cancel()
+    await asyncio.gather(run, return_exceptions=True)
+    return None
 
 
 def _finish(task: TrajectoryTask, traj: Trajectory, executor: RayExecutor, wall_s: float) -> Trajectory | WorkerFailure:

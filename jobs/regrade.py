@@ -19,8 +19,12 @@ the accuracy line last::
     wrong <n>          graded wrong
     accuracy <correct>/<n> = <pct>%
 
-``n`` counts completions (samples), not problems. Exit code 2 with a message naming
-the file and line, or the ids, when an input is bad or a completion has no answer.
+``n`` counts completions (samples), not problems. Why each ``exec_error`` and
+``no_submission`` happened (the program's error, the missing coptpy model, no
+``submit`` call) goes to stderr (the first few) and to ``--details`` (every one, key
+``why``). Exit code 2 with one line naming the file and line, or the ids, when an
+input is bad (not UTF-8, nested too deeply, an integer over Python's 4300-digit limit,
+a directory, a damaged Parquet file) or a completion has no answer.
 """
 from __future__ import annotations
 
@@ -43,6 +47,29 @@ from evalcore.sandbox import run_program
 from evalcore.sandbox.types import Limits
 
 REASONS = ("no_code", "exec_error", "no_submission", "unparseable", "wrong")
+SHOW_WHY = 5  # per reason, on stderr; --details has all
+
+PROFILES_HELP = """\
+extraction profiles: the completion format each expects
+
+  submit   the LAST fenced python (or untagged) block is run; the program reports its
+           answer by calling submit(value) (a number, "infeasible" or "unbounded").
+           {"id": "p1", "completion": "Let x be ...\\n```python\\nimport pulp\\n...\\nsubmit(pulp.value(m.objective))\\n```"}
+
+  orlm     as ORLM's eval/execute.py: the FIRST ```python block, then a footer that
+           prints "Just print the best solution: <objval>" for the program's coptpy Model
+           (the global `model`, else the last coptpy Model). Needs coptpy code: a PuLP or
+           gurobipy program has no coptpy Model, so it ends as no_submission (the reason
+           "orlm footer: no coptpy Model found" is shown).
+           {"id": "p1", "completion": "```python\\nimport coptpy as cp\\nfrom coptpy import COPT\\nenv = cp.Envr()\\nmodel = env.createModel('m')\\n...\\nmodel.solve()\\n```"}
+
+  stdout   the LAST fenced python block is run; the answer is the last objective line it
+           prints, e.g. "Optimal objective value: 123.4", "Total cost = 5", or a line
+           saying infeasible / unbounded. For programs written without submit().
+           {"id": "p1", "completion": "```python\\n...\\nprint('Objective value:', pulp.value(m.objective))\\n```"}
+
+answers file (JSONL): {"id": "p1", "answer": 123.4}  (or "infeasible", "No Best Solution", ...)
+"""
 
 
 class RegradeInputError(ValueError):
@@ -56,6 +83,23 @@ class Verdict:
     reason: str | None  # None = correct, else one of REASONS
     submission: Any = None
     outcome: str | None = None
+    why: str | None = None  # for exec_error / no_submission: the program's error or what was missing
+
+
+def _why(result: Any, extraction: str) -> str:
+    """One line saying why a run left no submission: the program's last stderr line, the
+    sandbox note, or what the profile looked for and did not find."""
+    err = [ln.strip() for ln in (result.stderr or "").splitlines() if ln.strip()]
+    parts = []
+    if result.outcome != "ok":
+        parts.append(f"outcome {result.outcome}" + (f" ({result.note})" if result.note else ""))
+    if err:
+        parts.append(err[-1][:300])
+    elif result.ok:
+        parts.append({"submit": "the program never called submit(...)",
+                      "orlm": "stdout has no 'Just print the best solution:' line",
+                      "stdout": "stdout has no objective line"}.get(extraction, "nothing submitted"))
+    return "; ".join(parts) or "no output"
 
 
 def load_answers(path: Path) -> dict[str, Any]:
@@ -85,6 +129,7 @@ def regrade_one(record: ReplayRecord, expected: Any, extraction: str, grading: s
     verdict = Verdict(record.id, record.sample, None, raw, result.outcome)
     if raw is None:
         verdict.reason = "no_submission" if result.ok else "exec_error"
+        verdict.why = _why(result, extraction)
     elif parse_submission(raw) is None:
         verdict.reason = "unparseable"
     elif not grade(raw, expected, grading):
@@ -116,10 +161,13 @@ def summary_lines(verdicts: list[Verdict]) -> list[str]:
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--completions", required=True, type=Path)
-    parser.add_argument("--answers", required=True, type=Path)
-    parser.add_argument("--extraction", default="submit", choices=sorted(EXTRACTION_PROFILES))
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=PROFILES_HELP,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--completions", required=True, type=Path,
+                        help="JSONL or Parquet: rows {id, completion, sample?} (formats below)")
+    parser.add_argument("--answers", required=True, type=Path, help="JSONL: rows {id, answer}")
+    parser.add_argument("--extraction", default="submit", choices=sorted(EXTRACTION_PROFILES),
+                        help="how a completion becomes a program and its answer (see below)")
     parser.add_argument("--grading", default="optagentbench", choices=sorted(GRADING_PROFILES))
     parser.add_argument("--workers", type=int, default=4)
     parser.add_argument("--wall-s", type=float, default=None, help="per-program wall limit (Limits default if unset)")
@@ -130,6 +178,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     try:
+        check_input(args.completions)
+        check_input(args.answers, jsonl_only=True)
         records = load_records(args.completions)
         answers = load_answers(args.answers)
         if not records:
@@ -139,17 +189,76 @@ def main(argv: list[str] | None = None) -> int:
     except (RegradeInputError, ReplayFileError) as exc:
         print(f"regrade: error: {exc}", file=sys.stderr)
         return 2
+    except (ValueError, RecursionError, OSError) as exc:  # a reader's own error: still one line
+        print(f"regrade: error: {' '.join(str(exc).split())[:300]}", file=sys.stderr)
+        return 2
     if args.details:
         with args.details.open("w", encoding="utf-8") as fh:
             for v in verdicts:
                 fh.write(json.dumps({"id": v.id, "sample": v.sample, "reason": v.reason or "correct",
-                                     "submission": _jsonable(v.submission), "outcome": v.outcome}) + "\n")
+                                     "submission": _jsonable(v.submission), "outcome": v.outcome,
+                                     "why": v.why}) + "\n")
+    for line in why_lines(verdicts):
+        print(line, file=sys.stderr)
     unused = len(set(answers) - {r.id for r in records})
     if unused:
         print(f"regrade: note: {unused} answer(s) have no completion (not counted)", file=sys.stderr)
     for line in summary_lines(verdicts):
         print(line)
     return 0
+
+
+def why_lines(verdicts: list[Verdict]) -> list[str]:
+    """The first few reasons behind exec_error and no_submission (stderr; --details has all)."""
+    out = []
+    for reason in ("exec_error", "no_submission"):
+        hit = [v for v in verdicts if v.reason == reason]
+        for v in hit[:SHOW_WHY]:
+            out.append(f"regrade: {reason} {v.id} (sample {v.sample}): {v.why}")
+        if len(hit) > SHOW_WHY:
+            out.append(f"regrade: ... {len(hit) - SHOW_WHY} more {reason} (see --details)")
+    return out
+
+
+def check_input(path: Path, jsonl_only: bool = False) -> None:
+    """Validate an input file before it is parsed, so every problem names the file and line:
+    a directory, bytes that are not UTF-8, JSON nested too deeply or holding an integer
+    over Python's digit limit, a Parquet file that cannot be read."""
+    if not path.exists():
+        raise RegradeInputError(f"{path}: no such file")
+    if path.is_dir():
+        raise RegradeInputError(f"{path}: is a directory, expected a file")
+    if not jsonl_only and path.suffix in (".parquet", ".pq"):
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        try:
+            pq.read_table(path)
+        except (pa.ArrowException, OSError, ValueError) as exc:
+            raise RegradeInputError(f"{path}: not a readable Parquet file ({' '.join(str(exc).split())[:200]})")
+        return
+    try:
+        fh = path.open("rb")
+    except OSError as exc:
+        raise RegradeInputError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+    with fh:
+        for lineno, raw in enumerate(fh, 1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise RegradeInputError(f"{path}:{lineno}: not UTF-8 (byte 0x{raw[exc.start]:02x} at column "
+                                        f"{exc.start + 1})") from None
+            if not line.strip():
+                continue
+            try:
+                json.loads(line)
+            except json.JSONDecodeError:
+                continue  # reported by the parser with its column
+            except RecursionError:
+                raise RegradeInputError(f"{path}:{lineno}: JSON nested too deeply") from None
+            except ValueError as exc:  # e.g. an integer over the 4300-digit conversion limit
+                raise RegradeInputError(f"{path}:{lineno}: bad JSON value ({' '.join(str(exc).split())[:160]})") \
+                    from None
 
 
 def _jsonable(value: Any) -> Any:

@@ -9,9 +9,13 @@ address comes from ``RAY_ADDRESS``). Re-running with the same ``sweep.name`` res
 Absent benchmark files are fetched first (``data.fetch_missing``, default true; from
 ``data.base_url`` or the pinned upstream, sha256-checked); ``plan_only`` never downloads.
 
-Exit codes: 0 done, 2 bad input (one line naming the key or file), 130 interrupted
-(SIGINT/SIGTERM, honoured from the first second; what finished is committed and the
-same command resumes).
+Exit codes: 0 done; 2 bad input (one line naming the key or file), a damaged ledger
+file (named; ``sweep.repair=true`` quarantines it and re-runs its keys) or a sweep whose
+writer lease another driver holds (``sweep.wait_for_lease=true`` waits), 3 a commit
+failed (disk full, permission, object store: the message names the path and cause; what
+was committed before stays valid and the same command resumes once it is fixed);
+130 interrupted (SIGINT/SIGTERM, honoured from the first second; what finished is committed
+and the same command resumes).
 """
 from __future__ import annotations
 
@@ -25,6 +29,7 @@ if str(REPO) not in sys.path:
 
 EXIT_CONFIG = 2
 EXIT_INTERRUPTED = 130
+EXIT_COMMIT = 3
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -45,6 +50,7 @@ def _main(argv: list[str] | None) -> int:
     from cluster import signals
     from cluster.config import ConfigError, load_config
     from cluster.ledger import ConfigChangedError
+    from cluster.ledger import CommitError, ConfigChangedError, LedgerError
     from evalcore.problems import BenchmarkLoadError
 
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -73,6 +79,13 @@ def _main(argv: list[str] | None) -> int:
         return EXIT_CONFIG
     except BenchmarkLoadError as exc:  # present but not the pinned file, or malformed
         print(f"config error: data: {_one_line(exc)}", file=sys.stderr, flush=True)
+        return EXIT_CONFIG
+    except CommitError as exc:
+        print(f"commit failed: {exc}. What was committed before stays valid; fix the cause and re-run "
+              "the same command to resume.", file=sys.stderr, flush=True)
+        return EXIT_COMMIT
+    except LedgerError as exc:
+        print(f"ledger error: {exc}", file=sys.stderr, flush=True)
         return EXIT_CONFIG
 
 

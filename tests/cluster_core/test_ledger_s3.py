@@ -210,3 +210,33 @@ def test_plan_only_cli_reads_s3_and_writes_nothing(s3):
     assert f"planned {len(prep.plan)} trajectories" in proc.stdout
     assert f"already committed: 3; to run: {len(prep.plan) - 3}" in proc.stdout, proc.stdout
     assert _objects(s3) == before  # plan_only opened read-only
+
+
+def test_s3_lease_is_a_conditional_put_refuses_a_second_writer_and_goes_stale(s3):
+    """The writer lease on S3: If-None-Match to take it, If-Match to beat and to take over."""
+    import json as _json
+
+    from cluster.lease import LeaseHeldError, LeaseLostError
+
+    res, fp, plan = _setup()
+    a = Ledger.open(URI, "demo", res, fp, lease_stale_s=30.0)
+    body = _json.loads(s3.get_object(Bucket=BUCKET, Key="sweeps/demo/lease.json")["Body"].read())
+    assert body["owner"] == a.lease.owner
+    with pytest.raises(LeaseHeldError) as ei:
+        Ledger.open(URI, "demo", res, fp, lease_stale_s=30.0)
+    assert "last heartbeat" in str(ei.value) and "s3://opteval-test/sweeps/demo/lease.json" in str(ei.value)
+    a.commit([_row(plan[0])])
+    # a hung holder: its lease goes stale and is taken over by a conditional put
+    a.lease._stop.set()
+    body["heartbeat_at"], body["host"] = "2000-01-01T00:00:00+00:00", "elsewhere"
+    a.lease.token = s3.put_object(Bucket=BUCKET, Key="sweeps/demo/lease.json", Body=_json.dumps(body))["ETag"]
+    b = Ledger.open(URI, "demo", res, fp, lease_stale_s=30.0)
+    with pytest.raises(LeaseLostError):
+        a.commit([_row(plan[1])])
+    b.commit([_row(plan[1])])
+    a.close()
+    assert _json.loads(s3.get_object(Bucket=BUCKET, Key="sweeps/demo/lease.json")["Body"].read())["owner"] == \
+        b.lease.owner
+    b.close()
+    assert "sweeps/demo/lease.json" not in _objects(s3)
+    assert b.committed_keys() == {plan[0].key, plan[1].key}
