@@ -644,9 +644,13 @@ def _build_method_config(name: str) -> DictConfig:
 def _check_params(node: DictConfig, path: Path) -> None:
     """A harness that states its parameters (``check_params``) validates ``params`` here, so a
     typo fails at config load with the file named, not in every trajectory."""
-    from evalcore.harnesses import HARNESSES
+    from evalcore.harnesses import get_harness
 
-    check = getattr(HARNESSES.get(str(node.harness)), "check_params", None)
+    try:
+        harness = get_harness(str(node.harness))
+    except KeyError:
+        return  # an unknown harness is reported by the method check itself
+    check = getattr(harness, "check_params", None)
     if check is not None:
         try:
             check(as_plain(node.params))

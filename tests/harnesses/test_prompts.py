@@ -94,7 +94,7 @@ def test_placeholders_are_all_filled_by_the_harnesses():
     # the six baselines' placeholders (their scripted tests render each prompt through the real harness)
     passed |= set("a attempt b candidates code comment comments conditions constraint constraints diagnosis error "
                   "errors expert experts feedback k level max_attempts max_trials model n objective parameters "
-                  "partial reflections trial variables observation".split())
+                  "partial reflections trial variables observation siblings strategy".split())
     for path in PROMPTS_DIR.rglob("*.md"):
         text = load_prompt(path.parent.name, path.stem)
         names = set(re.findall(r"\{\{(\w+)\}\}", text))
