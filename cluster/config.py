@@ -118,6 +118,7 @@ class ClusterSection:
     address: Optional[str] = None
     executors: Optional[int] = None
     executor_cpus: float = 1.0
+    sandbox_pool: int = 2
     workers: int = 2
     worker_concurrency: int = 64
     max_in_flight_per_model: int = 64
@@ -373,7 +374,8 @@ def _check_values(cfg: DictConfig) -> None:
                     "cluster.max_in_flight_per_model", "cluster.trajectory_timeout_s",
                     "serving.ready_timeout_s", "progress.interval_s"])
     _positive(cfg, ["limit_problems", "cluster.executors"], nullable=True)
-    _positive(cfg, ["sampling.temperature", "sampling.base_seed", "cluster.retries"], zero_ok=True)
+    _positive(cfg, ["sampling.temperature", "sampling.base_seed", "cluster.retries", "cluster.sandbox_pool"],
+              zero_ok=True)
     _positive(cfg, ["serving.gpus"], zero_ok=True, nullable=True)
     _check(0 < cfg.sampling.top_p <= 1, "sampling.top_p", f"must be in (0, 1], got {cfg.sampling.top_p}")
     _check(cfg.sampling.top_k == -1 or cfg.sampling.top_k >= 1, "sampling.top_k",

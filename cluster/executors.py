@@ -38,14 +38,14 @@ class ExecutorActor:
     and a cell for an unknown id comes back ``killed`` (the session was lost with us).
     """
 
-    def __init__(self, slots: int = 1, default_limits: Limits | None = None) -> None:
+    def __init__(self, slots: int = 1, default_limits: Limits | None = None, pool_size: int = 2) -> None:
         try:
             from evalcore.sandbox import ForkServer
         except ImportError:  # the package may not re-export it
             from evalcore.sandbox.server import ForkServer
 
         self._default_limits = default_limits or Limits()
-        self._server = ForkServer(allow_uncontained=self._default_limits.allow_uncontained)
+        self._server = ForkServer(pool_size=int(pool_size), allow_uncontained=self._default_limits.allow_uncontained)
         self._slots = asyncio.Semaphore(max(1, int(slots)))
         self._sessions: dict[str, Any] = {}
 
@@ -98,12 +98,17 @@ def _call_run_cell(session: Any, code: str, limits: Limits | None) -> ExecResult
     return session.run_cell(code)
 
 
-def start_executors(sweep: str, count: int, cpus: int, default_limits: Limits | None = None) -> list[Any]:
-    """Named actors (so operators and tests can find them), not detached: they die with the driver."""
+def start_executors(sweep: str, count: int, cpus: int, default_limits: Limits | None = None,
+                    pool_size: int = 2) -> list[Any]:
+    """Named actors (so operators and tests can find them), not detached: they die with the driver.
+
+    ``pool_size``: children each executor's fork server keeps forked ahead of demand
+    (``cluster.sandbox_pool``).
+    """
     handles = []
     for i in range(count):
         opts = {"num_cpus": cpus, "name": executor_name(sweep, i), "get_if_exists": False}
-        handles.append(ExecutorActor.options(**opts).remote(cpus, default_limits))
+        handles.append(ExecutorActor.options(**opts).remote(cpus, default_limits, pool_size))
     infos = ray.get([h.warm.remote() for h in handles], timeout=300)
     refused = [i["refused"] for i in infos if i.get("refused")]
     if refused:

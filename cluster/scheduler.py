@@ -479,7 +479,7 @@ def start_actors(prep: Prepared) -> tuple[list[Any], list[Any]]:
     c, name = prep.cfg.cluster, str(prep.cfg.sweep.name)
     limits = Limits(**_plain(prep.cfg.limits))
     n = executor_count(prep.cfg)
-    execs = start_executors(name, n, float(c.executor_cpus), limits)
+    execs = start_executors(name, n, float(c.executor_cpus), limits, int(c.get("sandbox_pool", 2)))
     names = [executor_name(name, i) for i in range(n)]
     workers = start_workers(name, int(c.workers), int(c.worker_concurrency), names, limits)
     return execs, workers
