@@ -778,6 +778,8 @@ class Server:
                         fd = obj.out_r if kind == "out" else obj.err_r
                         try:
                             data = os.read(fd, 65536)
+                        except (BlockingIOError, InterruptedError):
+                            continue  # already drained by a finish earlier in this batch: not EOF
                         except OSError:
                             data = b""
                         if data:
