@@ -276,11 +276,10 @@ def remaining(plan: Sequence[PlanItem], committed: Iterable[str]) -> Sequence[Pl
         return [p for p in plan if p.key not in done]
     values = committed if isinstance(committed, (pa.Array, pa.ChunkedArray)) else \
         pa.array(list(committed), type=pa.string())
-    keep: list[np.ndarray] = []
-    parts = ((g, np.arange(g.size, dtype=np.int64)) for g in plan.groups) if plan.rows is None else plan._split()
-    for g, local in parts:
-        keys = g.keys if plan.rows is None else g.keys.take(pa.array(local))
-        hit = pc.is_in(keys, value_set=values).to_numpy(zero_copy_only=False)
-        keep.append(local[~hit] + g.start)
-    rows = np.concatenate(keep) if keep else np.zeros(0, dtype=np.int64)
-    return Plan(plan.groups, rows)
+    if len(plan) == 0:
+        return Plan(plan.groups, np.zeros(0, dtype=np.int64))
+    # one is_in over every key: Arrow builds the committed set's hash table once
+    hit = pc.is_in(plan.key_array(), value_set=values).to_numpy(zero_copy_only=False)
+    if plan.rows is None:
+        return Plan(plan.groups, np.flatnonzero(~hit).astype(np.int64))
+    return Plan(plan.groups, plan.rows[~hit])
