@@ -71,10 +71,15 @@ def _sorted_keys_sha256(keys: pa.ChunkedArray | pa.Array, chunk: int = 1 << 16) 
     """sha256 of ``"\\n".join(sorted(keys))``, sorted by Arrow (UTF-8 byte order is code-point
     order, as Python sorts) and hashed chunk by chunk: no list of millions of strings."""
     ordered = keys.take(pc.sort_indices(keys))
+    if isinstance(ordered, pa.ChunkedArray):
+        ordered = ordered.combine_chunks() if ordered.num_chunks else pa.array([], type=pa.string())
     h = hashlib.sha256()
     for i in range(0, len(ordered), chunk):
-        part = "\n".join(ordered.slice(i, chunk).to_pylist())
-        h.update((("\n" if i else "") + part).encode())
+        part = ordered.slice(i, chunk)
+        joined = pc.binary_join(pa.ListArray.from_arrays(pa.array([0, len(part)], pa.int32()), part), "\n")
+        if i:
+            h.update(b"\n")
+        h.update(joined[0].as_buffer())  # the joined UTF-8 bytes, never a Python str
     return h.hexdigest()
 
 

@@ -32,7 +32,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from omegaconf import DictConfig
 
-from cluster.config import ConfigError, item_fingerprint, samples_for
+from cluster.config import ConfigError, item_fingerprinter, samples_for
 
 
 @dataclass(frozen=True, slots=True)
@@ -233,6 +233,7 @@ def expand_plan(cfg: DictConfig, problem_ids: dict[str, list[str]]) -> Plan:
         per_bench[b] = (pids[:limit] if limit is not None else pids, samples_for(cfg, b))
     groups: list[_Group] = []
     start = 0
+    item_fingerprint = item_fingerprinter(cfg)
     for model in cfg.models:
         for method in cfg.methods:
             for bench in cfg.benchmarks:
@@ -240,7 +241,7 @@ def expand_plan(cfg: DictConfig, problem_ids: dict[str, list[str]]) -> Plan:
                 if not pids or n <= 0:
                     continue
                 model, method, bench = str(model), str(method), str(bench)
-                fp = item_fingerprint(cfg, model, method, bench)
+                fp = item_fingerprint(model, method, bench)
                 keys = pa.array(_keys(sweep, model, method, bench, pids, n, fp), type=pa.string())
                 groups.append(_Group(model, method, bench, fp, pids, n, start, keys))
                 start += len(keys)
