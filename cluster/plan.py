@@ -191,23 +191,35 @@ class Plan(Sequence):
 
     def to_table(self, schema: pa.Schema | None = None) -> pa.Table:
         """The plan as columns ``key, model, method, benchmark, problem_id, sample`` (what
-        ``Ledger.record_plan`` stores), built by Arrow from the groups."""
-        cols: dict[str, list[pa.Array]] = {c: [] for c in ("key", "model", "method", "benchmark",
-                                                            "problem_id", "sample")}
-        parts = ((g, None) for g in self.groups) if self.rows is None else self._split()
+        ``Ledger.record_plan`` stores), built by numpy and Arrow from the groups: one
+        dictionary per column, indices per row, cast to strings once."""
+        parts = [(g, None) for g in self.groups] if self.rows is None else list(self._split())
+        names: dict[str, dict[str, int]] = {"model": {}, "method": {}, "benchmark": {}}
+        pid_base: dict[str, int] = {}
+        pid_dict: list[str] = []
+        idx: dict[str, list[np.ndarray]] = {c: [] for c in ("model", "method", "benchmark", "problem_id", "sample")}
+        keys = []
         for g, local in parts:
-            idx = np.arange(g.size, dtype=np.int64) if local is None else local
-            m = len(idx)
-            cols["key"].append(g.keys if local is None else g.keys.take(pa.array(local)))
+            rows = np.arange(g.size, dtype=np.int64) if local is None else local
             for c, v in (("model", g.model), ("method", g.method), ("benchmark", g.benchmark)):
-                cols[c].append(pa.DictionaryArray.from_arrays(pa.array(np.zeros(m, dtype=np.int32)),
-                                                              pa.array([v])).cast(pa.string()))
-            cols["problem_id"].append(pa.DictionaryArray.from_arrays(
-                pa.array((idx // g.n).astype(np.int32)), pa.array(g.pids, type=pa.string())).cast(pa.string()))
-            cols["sample"].append(pa.array((idx % g.n).astype(np.int32)))
-        types = {"sample": pa.int32()}
-        arrays = [pa.chunked_array(v, type=types.get(c, pa.string())) for c, v in cols.items()]
-        table = pa.Table.from_arrays(arrays, names=list(cols))
+                idx[c].append(np.full(len(rows), names[c].setdefault(v, len(names[c])), dtype=np.int32))
+            if g.benchmark not in pid_base:
+                pid_base[g.benchmark] = len(pid_dict)
+                pid_dict.extend(g.pids)
+            idx["problem_id"].append((rows // g.n + pid_base[g.benchmark]).astype(np.int32))
+            idx["sample"].append((rows % g.n).astype(np.int32))
+            keys.append(g.keys if local is None else g.keys.take(pa.array(local)))
+
+        def column(c: str, dictionary: list[str]) -> pa.Array:
+            ix = np.concatenate(idx[c]) if idx[c] else np.zeros(0, dtype=np.int32)
+            return pa.DictionaryArray.from_arrays(pa.array(ix), pa.array(dictionary, type=pa.string())).cast(pa.string())
+
+        sample = np.concatenate(idx["sample"]) if idx["sample"] else np.zeros(0, dtype=np.int32)
+        table = pa.Table.from_arrays(
+            [pa.chunked_array(keys, type=pa.string()), column("model", list(names["model"])),
+             column("method", list(names["method"])), column("benchmark", list(names["benchmark"])),
+             column("problem_id", pid_dict), pa.array(sample, type=pa.int32())],
+            names=["key", "model", "method", "benchmark", "problem_id", "sample"])
         return table if schema is None else table.select(schema.names).cast(schema)
 
 
