@@ -246,9 +246,13 @@ class Server:
         self.slots.append(slot)
         self.by_pid[slot.p_pid] = slot
 
+    @staticmethod
+    def usable(s: Slot) -> bool:
+        return s.state == "ready" and s.p_status is None and not s.killed and not _exited(s.p_fd)
+
     def take_slot(self) -> Slot | None:
         for s in self.slots:
-            if s.state == "ready" and s.p_status is None and not s.killed and not _exited(s.p_fd):
+            if self.usable(s):
                 s.state = "busy"
                 return s
         return None
@@ -637,7 +641,9 @@ class Server:
             self.close_slot(slot)
 
     def serve_waiting(self) -> None:
-        while self.waiting and any(s.state == "ready" for s in self.slots):
+        for _ in range(len(self.waiting)):  # bounded: a job that finds no usable child queues again
+            if not self.waiting or not any(self.usable(s) for s in self.slots):
+                return
             self.pump(self.waiting.popleft())
 
     # ------------------------------------------------------------ events
