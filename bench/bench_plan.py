@@ -1,12 +1,16 @@
-"""Planning + resume at paper scale: 11 models x 3 methods x 17,852 = 589,116 keys, half committed.
+"""Planning + resume at paper scale and beyond: 11 models x 3 methods x 17,852 = 589,116 keys
+(``--scale 10``: 110 models, 5,891,160 keys), half committed.
 
-    python bench/bench_plan.py [--batch 32] [--out /tmp/opteval-bench-plan]
+    python bench/bench_plan.py [--scale 10] [--batch 32] [--out /tmp/opteval-bench-plan]
 
-Builds a ledger with half the keys committed in batches of ``--batch`` (as a sweep
-would, compaction included; not timed), then times what a resumed driver does:
-expand the plan, open the ledger (load committed keys), compute the remaining keys.
-Target: well under 10 s. Synthetic problem ids with the paper's counts; 11 model
-yamls are generated (copies of sim-fast) in a temp configs dir.
+Builds a ledger with half the keys committed in batches of ``--batch`` x scale rows (as a
+sweep would, compaction included, the same number of files at every scale; not timed), then
+times what a resumed driver does: expand the plan, open the ledger (load committed keys),
+record the plan, compute the remaining keys. Reports the driver's peak RSS
+(``resource.getrusage``) and, as the same-run baseline, the time to hash every plan key once
+with ``evalcore.records.trajectory_key`` (the least any plan must do). Targets: paper scale
+well under 10 s; 10x under 30 s with the driver under 4 GB. Synthetic problem ids with the
+paper's counts; model yamls are generated (copies of sim-fast) in a temp configs dir.
 """
 from __future__ import annotations
 
@@ -25,65 +29,140 @@ COUNTS = {"nl4opt": 230, "mamo_easy": 652, "mamo_complex": 211, "nlp4lp": 242, "
           "industryor": 100, "optibench": 605, "optmath": 166, "icml_competition": 410}
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--batch", type=int, default=32)
-    ap.add_argument("--out", default=None)
-    args = ap.parse_args()
-    tmp = Path(tempfile.mkdtemp(prefix="opteval-bench-plan-"))
-    out = Path(args.out) if args.out else tmp / "results"
-    shutil.copytree(REPO / "configs", tmp / "configs")
-    models = [f"bench-m{i:02d}" for i in range(11)]
+def setup(tmp: Path, scale: int) -> tuple[list[str], dict[str, list[str]]]:
+    """Configs for ``11 * scale`` models (copies of sim-fast) and the paper's problem ids."""
+    if not (tmp / "configs").exists():
+        shutil.copytree(REPO / "configs", tmp / "configs")
+    models = [f"bench-m{i:03d}" for i in range(11 * scale)]
     for m in models:
         (tmp / "configs" / "models" / f"{m}.yaml").write_text(f"name: {m}\nbackend: simulated\n")
     os.environ["OPTEVAL_CONFIGS"] = str(tmp / "configs")
+    ids = {b: [f"{b}-{i:04d}" for i in range(n)] for b, n in COUNTS.items()}
+    return models, ids
 
+
+def argv_for(out: Path, name: str, models: list[str]) -> list[str]:
+    return [f"sweep.output_dir={out}", f"sweep.name={name}", f"models=[{','.join(models)}]",
+            f"benchmarks=[{','.join(COUNTS)}]"]
+
+
+def fill(tmp: Path, out: Path, scale: int, batch: int) -> tuple[int, float]:
+    """A ledger with every other key committed, in batches of ``batch`` rows (not timed)."""
     from cluster.config import load_config, resolved, sweep_fingerprint
     from cluster.ledger import Ledger, error_row
-    from cluster.plan import expand_plan, remaining
+    from cluster.plan import expand_plan
 
-    argv = [f"sweep.output_dir={out}", "sweep.name=paper", f"models=[{','.join(models)}]",
-            f"benchmarks=[{','.join(COUNTS)}]"]
-    ids = {b: [f"{b}-{i:04d}" for i in range(n)] for b, n in COUNTS.items()}
-    cfg = load_config(argv)
+    models, ids = setup(tmp, scale)
+    name = f"paper-x{scale}"
+    cfg = load_config(argv_for(out, name, models))
     res = resolved(cfg)
-    fp = sweep_fingerprint(res)
+    led = Ledger.open(str(out), name, res, sweep_fingerprint(res))
+    t = time.perf_counter()
+    half: list = []
+    for i, p in enumerate(expand_plan(cfg, ids)):
+        if i % 2 == 0:
+            half.append(p)
+        if len(half) == batch:
+            led.commit([error_row(x, "synthetic", 1, sweep=name) for x in half])
+            half = []
+    if half:
+        led.commit([error_row(x, "synthetic", 1, sweep=name) for x in half])
+    return len(led.files()), time.perf_counter() - t
 
-    t = time.perf_counter()
-    plan = expand_plan(cfg, ids)
-    t_plan0 = time.perf_counter() - t
-    assert len(plan) == 589_116, len(plan)
-    led = Ledger.open(str(out), "paper", res, fp)
-    t = time.perf_counter()
-    led.record_plan(plan)
-    t_record = time.perf_counter() - t
-    t = time.perf_counter()
-    half = plan[::2]
-    for i in range(0, len(half), args.batch):
-        led.commit([error_row(p, "synthetic", 1, sweep="paper") for p in half[i:i + args.batch]])
-    t_fill = time.perf_counter() - t
-    n_files = len(led.files())
-    del led, plan
 
-    # --- what a resumed driver does (timed) ---
+def resume(tmp: Path, out: Path, scale: int) -> None:
+    """What a resumed driver does (the scheduler's ``prepare``), timed; prints one JSON line."""
+    import json
+    import resource
+
+    from cluster.config import load_config, resolved, sweep_fingerprint
+    from cluster.ledger import Ledger
+    from cluster.plan import expand_plan, plan_counts, remaining
+
+    models, ids = setup(tmp, scale)
+    name = f"paper-x{scale}"
     t0 = time.perf_counter()
-    cfg = load_config(argv)
+    cfg = load_config(argv_for(out, name, models))
     res = resolved(cfg)
     fp = sweep_fingerprint(res)
     t1 = time.perf_counter()
     plan = expand_plan(cfg, ids)
     t2 = time.perf_counter()
-    led = Ledger.open(str(out), "paper", res, fp)
+    led = Ledger.open(str(out), name, res, fp)
     committed = led.committed_keys()
     t3 = time.perf_counter()
-    todo = remaining(plan, committed)
+    led.record_plan(plan)
     t4 = time.perf_counter()
-    assert len(committed) == 294_558 and len(todo) == 589_116 - 294_558
-    print(f"plan keys: {len(plan):,}; committed: {len(committed):,} in {n_files} files "
-          f"(batch {args.batch}, filled in {t_fill:.1f} s); record_plan: {t_record:.2f} s; "
-          f"first expansion: {t_plan0:.2f} s")
-    print(f"config {t1 - t0:.2f} s | expand_plan {t2 - t1:.2f} s | ledger open + committed keys "
-          f"{t3 - t2:.2f} s | remaining {t4 - t3:.2f} s | TOTAL {t4 - t0:.2f} s (target < 10 s)")
+    todo = remaining(plan, committed)
+    n_todo = len(todo)
+    counts = plan_counts(todo)
+    t5 = time.perf_counter()
+    want = 589_116 * scale
+    assert len(plan) == want and len(committed) == want // 2 and n_todo == want - want // 2, \
+        (len(plan), len(committed), n_todo)
+    assert sum(counts.values()) == n_todo
+    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(json.dumps({"keys": len(plan), "config": t1 - t0, "expand": t2 - t1, "committed": t3 - t2,
+                      "record_plan": t4 - t3, "remaining": t5 - t4, "total": t5 - t0, "peak_mb": peak_mb}))
+
+
+def hash_floor(scale: int) -> float:
+    """Seconds to sha256 every key's input once in a tight loop: what any plan must at least do."""
+    import hashlib
+
+    n = 589_116 * scale
+    sha = hashlib.sha256
+    t = time.perf_counter()
+    for i in range(n):
+        sha(b"paper\x1fbench-m000\x1fdirect\x1fnl4opt\x1fnl4opt-0001\x1f%d\x1f0123456789abcdef" % i).hexdigest()
+    return time.perf_counter() - t
+
+
+def main() -> None:
+    import json
+    import subprocess
+
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--scale", type=int, default=1, help="x the paper's 589,116 keys (11 x scale models)")
+    ap.add_argument("--batch", type=int, default=32, help="rows per commit at scale 1 (x scale above)")
+    ap.add_argument("--out", default=None)
+    ap.add_argument("--resume-only", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--tmp", default=None, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.resume_only:
+        resume(Path(args.tmp), Path(args.out), args.scale)
+        return
+    tmp = Path(tempfile.mkdtemp(prefix="opteval-bench-plan-"))
+    out = Path(args.out) if args.out else tmp / "results"
+    load0 = os.getloadavg()[0]
+    rows = {}
+    scales = sorted({1, args.scale})
+    for scale in scales:
+        n_files, t_fill = fill(tmp, out, scale, args.batch * scale)
+        # a fresh process: its peak RSS is the resumed driver's alone
+        cmd = [sys.executable, __file__, "--resume-only", "--scale", str(scale), "--out", str(out), "--tmp", str(tmp)]
+        p = subprocess.run(cmd, capture_output=True, text=True)
+        if p.returncode != 0:
+            raise SystemExit(f"resume at scale {scale} failed:\n{p.stderr[-3000:]}")
+        rows[scale] = json.loads(p.stdout.strip().splitlines()[-1])
+        rows[scale]["files"], rows[scale]["fill"] = n_files, t_fill
+        rows[scale]["floor"] = hash_floor(scale)
+    print(f"machine: {os.cpu_count()} cpus, load average {load0:.2f} at start, {os.getloadavg()[0]:.2f} at end")
+    for scale in scales:
+        r = rows[scale]
+        print(f"scale {scale}: {r['keys']:,} keys, half committed in {r['files']} files (filled in {r['fill']:.0f} s): "
+              f"config {r['config']:.2f} s | expand_plan {r['expand']:.2f} s | ledger open + committed keys "
+              f"{r['committed']:.2f} s | record_plan {r['record_plan']:.2f} s | remaining {r['remaining']:.2f} s | "
+              f"TOTAL {r['total']:.2f} s, peak RSS {r['peak_mb']:.0f} MB; "
+              f"{r['total'] / r['floor']:.1f}x the bare hashing of its keys ({r['floor']:.2f} s)")
+    if args.scale != 1:
+        a, b = rows[1], rows[args.scale]
+        print(f"scale {args.scale} vs 1 (same run): {b['total'] / a['total']:.1f}x the time, "
+              f"{b['peak_mb'] / a['peak_mb']:.1f}x the peak RSS for {args.scale}x the keys")
+        ok = b["total"] < 30 and b["peak_mb"] < 4096
+        print(f"target at scale {args.scale}: plan + resume < 30 s, driver < 4 GB: {'ok' if ok else 'MISS'}")
+    else:
+        print(f"target at scale 1: < 10 s: {'ok' if rows[1]['total'] < 10 else 'MISS'}")
     shutil.rmtree(tmp, ignore_errors=True)
 
 

@@ -123,6 +123,7 @@ class ClusterSection:
     address: Optional[str] = None
     executors: Optional[int] = None
     executor_cpus: float = 1.0
+    sandbox_pool: int = 2
     workers: int = 2
     worker_concurrency: int = 64
     max_in_flight_per_model: int = 64
@@ -441,7 +442,8 @@ def _check_values(cfg: DictConfig) -> None:
     _check(bool(str(cfg.serving.http_host).strip()), "serving.http_host", "must not be empty")
     _positive(cfg, ["limit_problems", "cluster.executors"], nullable=True)
     _positive(cfg, ["sampling.temperature", "sampling.base_seed", "cluster.retries",
-                    "cluster.retry_backoff_s"], zero_ok=True)
+                    "cluster.retry_backoff_s",
+                    "cluster.sandbox_pool"], zero_ok=True)
     _positive(cfg, ["serving.gpus"], zero_ok=True, nullable=True)
     _check(0 < cfg.sampling.top_p <= 1, "sampling.top_p", f"must be in (0, 1], got {cfg.sampling.top_p}")
     _check(cfg.sampling.top_k == -1 or cfg.sampling.top_k >= 1, "sampling.top_k",
@@ -778,17 +780,45 @@ def item_fingerprint(cfg: DictConfig, model: str, method: str, benchmark: str) -
     samples to a sweep (with ``sweep.allow_config_change=true``) keeps the keys, and
     hence the committed results, of everything that did not change.
     """
-    return config_fingerprint({
-        "sampling": effective_sampling(cfg, model),
-        "budgets": effective_budgets(cfg, method),
-        # allow_uncontained decides where programs may run, not their outcomes: not in the key
-        "limits": {k: v for k, v in effective_limits(cfg, method).items() if k != "allow_uncontained"},
-        "grading": grading_profile_for(cfg, benchmark),
-        "model": OmegaConf.to_container(model_config(model), resolve=True),
-        "method": OmegaConf.to_container(method_config(method), resolve=True),
-        "harness": harness_versions([method])[method],
-        "solvers": list(cfg.solvers),
-    })
+    return item_fingerprinter(cfg)(model, method, benchmark)
+
+
+def item_fingerprinter(cfg: DictConfig) -> Any:
+    """``item_fingerprint`` for one config, each model's, method's and benchmark's part
+    computed once: a plan at 10x the paper asks for thousands of (model, method, benchmark)."""
+    solvers = list(cfg.solvers)
+    parts: dict[tuple[str, str], Any] = {}
+
+    def part(kind: str, name: str) -> Any:
+        if (kind, name) not in parts:
+            if kind == "model":
+                parts[(kind, name)] = (effective_sampling(cfg, name),
+                                       OmegaConf.to_container(model_config(name), resolve=True))
+            elif kind == "method":
+                # allow_uncontained decides where programs may run, not their outcomes: not in the key
+                limits = {k: v for k, v in effective_limits(cfg, name).items() if k != "allow_uncontained"}
+                parts[(kind, name)] = (effective_budgets(cfg, name), limits,
+                                       OmegaConf.to_container(method_config(name), resolve=True),
+                                       harness_versions([name])[name])
+            else:
+                parts[(kind, name)] = grading_profile_for(cfg, name)
+        return parts[(kind, name)]
+
+    def fingerprint(model: str, method: str, benchmark: str) -> str:
+        sampling, model_cfg = part("model", model)
+        budgets, limits, method_cfg, harness = part("method", method)
+        return config_fingerprint({
+            "sampling": sampling,
+            "budgets": budgets,
+            "limits": limits,
+            "grading": part("bench", benchmark),
+            "model": model_cfg,
+            "method": method_cfg,
+            "harness": harness,
+            "solvers": solvers,
+        })
+
+    return fingerprint
 
 
 def as_plain(node: Any) -> Any:

@@ -58,7 +58,7 @@ class ExecutorActor:
     """
 
     def __init__(self, slots: int = 1, default_limits: Limits | None = None,
-                 solvers: tuple[str, ...] | None = None) -> None:
+                 solvers: tuple[str, ...] | None = None, pool_size: int = 2) -> None:
         try:
             from evalcore.sandbox import ForkServer
         except ImportError:  # the package may not re-export it
@@ -67,7 +67,7 @@ class ExecutorActor:
 
         self._default_limits = default_limits or Limits()
         self._solvers = validate(solvers)
-        self._server = ForkServer(modules=preimport_modules(self._solvers),
+        self._server = ForkServer(modules=preimport_modules(self._solvers), pool_size=int(pool_size),
                                   allow_uncontained=self._default_limits.allow_uncontained)
         self._slots = asyncio.Semaphore(max(1, int(slots)))
         self._sessions: dict[str, Any] = {}
@@ -142,14 +142,18 @@ def _call_run_cell(session: Any, code: str, limits: Limits | None) -> ExecResult
 
 
 def start_executors(sweep: str, count: int, cpus: int, default_limits: Limits | None = None,
-                    solvers: tuple[str, ...] | None = None) -> list[Any]:
-    """Named actors (so operators and tests can find them), not detached: they die with the driver."""
+                    solvers: tuple[str, ...] | None = None, pool_size: int = 2) -> list[Any]:
+    """Named actors (so operators and tests can find them), not detached: they die with the driver.
+
+    ``pool_size``: children each executor's fork server keeps forked ahead of demand
+    (``cluster.sandbox_pool``).
+    """
     handles = []
     for i in range(count):
         # Only where a node offers an executor slot (cluster.runtime.EXECUTOR_RESOURCE).
         opts = {"num_cpus": cpus, "resources": {EXECUTOR_RESOURCE: 1}, "name": executor_name(sweep, i),
                 "get_if_exists": False}
-        handles.append(ExecutorActor.options(**opts).remote(cpus, default_limits, solvers))
+        handles.append(ExecutorActor.options(**opts).remote(cpus, default_limits, solvers, pool_size))
     infos = ray.get([h.warm.remote() for h in handles], timeout=300)
     refused = [i["refused"] for i in infos if i.get("refused")]
     if refused:

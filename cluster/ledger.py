@@ -56,6 +56,7 @@ from typing import Any, Iterable, Sequence
 
 import pyarrow as pa
 import pyarrow.compute  # noqa: F401 - pa.compute
+import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
@@ -77,6 +78,22 @@ PLAN_SCHEMA = pa.schema([
 _REQUIRED = [f.name for f in LEDGER_SCHEMA if not f.nullable]
 _COLUMNS = set(LEDGER_SCHEMA.names)
 _FILE_RE = re.compile(r"^(part|compact|rewrite)-(\d+)-[0-9a-f]+\.parquet$")
+
+
+def _sorted_keys_sha256(keys: pa.ChunkedArray | pa.Array, chunk: int = 1 << 16) -> str:
+    """sha256 of ``"\\n".join(sorted(keys))``, sorted by Arrow (UTF-8 byte order is code-point
+    order, as Python sorts) and hashed chunk by chunk: no list of millions of strings."""
+    ordered = keys.take(pc.sort_indices(keys))
+    if isinstance(ordered, pa.ChunkedArray):
+        ordered = ordered.combine_chunks() if ordered.num_chunks else pa.array([], type=pa.string())
+    h = hashlib.sha256()
+    for i in range(0, len(ordered), chunk):
+        part = ordered.slice(i, chunk)
+        joined = pc.binary_join(pa.ListArray.from_arrays(pa.array([0, len(part)], pa.int32()), part), "\n")
+        if i:
+            h.update(b"\n")
+        h.update(joined[0].as_buffer())  # the joined UTF-8 bytes, never a Python str
+    return h.hexdigest()
 
 
 class LedgerError(RuntimeError):
@@ -451,15 +468,19 @@ class Ledger:
     def record_plan(self, plan: Sequence[Any]) -> dict[str, Any]:
         """Store the plan (``plan.parquet``) and its summary in the manifest; returns the summary."""
         self._writable()
-        cols = {name: [getattr(p, name) for p in plan] for name in PLAN_SCHEMA.names}
-        table = pa.table(cols, schema=PLAN_SCHEMA)
-        keys = table.column("key").to_pylist()
         counts: dict[str, int] = defaultdict(int)
-        for p in plan:
-            counts[f"{p.model}/{p.method}/{p.benchmark}"] += 1
+        if hasattr(plan, "to_table"):  # cluster.plan.Plan: columnar, no item objects (10x the paper)
+            table = plan.to_table(PLAN_SCHEMA)
+            for (model, method, bench), n in plan.group_counts().items():
+                counts[f"{model}/{method}/{bench}"] += n
+        else:
+            cols = {name: [getattr(p, name) for p in plan] for name in PLAN_SCHEMA.names}
+            table = pa.table(cols, schema=PLAN_SCHEMA)
+            for p in plan:
+                counts[f"{p.model}/{p.method}/{p.benchmark}"] += 1
         summary = {
-            "total": len(keys),
-            "keys_sha256": hashlib.sha256("\n".join(sorted(keys)).encode()).hexdigest(),
+            "total": table.num_rows,
+            "keys_sha256": _sorted_keys_sha256(table.column("key")),
             "counts": dict(counts),
             "recorded_at": _now().isoformat(),
         }

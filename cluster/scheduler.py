@@ -44,16 +44,22 @@ class Prepared:
     method_cfgs: dict[str, dict[str, Any]]
     problems: dict[tuple[str, str], ProblemSpec]
     answers: dict[str, AnswerKey]
-    plan: list[Any]  # PlanItem, model-major
+    plan: Any  # cluster.plan.Plan (a Sequence of PlanItem), model-major
     ledger: Any
     committed: set[str]
 
     _params: dict[tuple[str, str], tuple[Any, Any]] = field(default_factory=dict)
     _profiles: dict[str, str] = field(default_factory=dict)
+    _pending: Any = None
 
     @property
-    def pending(self) -> list[Any]:
-        return [it for it in self.plan if it.key not in self.committed]
+    def pending(self) -> Any:
+        """The plan minus committed keys, computed once (10x the paper: millions of items)."""
+        if self._pending is None:
+            from cluster.plan import remaining
+
+            self._pending = remaining(self.plan, self.committed)
+        return self._pending
 
     def run_params(self, model: str, method: str) -> tuple[Any, Any]:
         """(Sampling, Budgets) for a model x method, computed once (config reads are not free)."""
@@ -146,14 +152,13 @@ def _after_open(led: Any, cfg: Any, plan: list[Any]) -> None:
 
 def plan_report(prep: Prepared) -> str:
     """The ``plan_only`` output: total, per model x method, already committed."""
-    per: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0])
-    for it in prep.plan:
-        per[(it.model, it.method)][0] += 1
-        per[(it.model, it.method)][1] += it.key in prep.committed
+    from cluster.plan import plan_counts
+
+    todo = plan_counts(prep.pending)  # plan keys are unique: committed = planned - still to run
     lines = [f"planned {len(prep.plan)} trajectories"]
-    for (model, method), (n, done) in per.items():
-        lines.append(f"  {model} x {method}: {n} planned, {done} committed")
-    lines.append(f"already committed: {len(prep.committed & {it.key for it in prep.plan})}; "
+    for (model, method), n in plan_counts(prep.plan).items():
+        lines.append(f"  {model} x {method}: {n} planned, {n - todo.get((model, method), 0)} committed")
+    lines.append(f"already committed: {len(prep.plan) - len(prep.pending)}; "
                  f"to run: {len(prep.pending)}")
     return "\n".join(lines)
 
@@ -559,7 +564,9 @@ def stages_for(prep: Prepared) -> list[list[str]]:
     """Model-major stages restricted to models that still have work."""
     from cluster.serving import plan_stages
 
-    todo = {it.model for it in prep.pending}
+    from cluster.plan import plan_counts
+
+    todo = {model for model, _ in plan_counts(prep.pending)}
     models = [prep.model_cfgs[m] for m in prep.cfg.models if m in todo]
     return [s for s in plan_stages(models, prep.cfg) if s]
 
@@ -603,7 +610,8 @@ def start_actors(prep: Prepared) -> tuple[list[Any], list[Any]]:
     c, name = prep.cfg.cluster, str(prep.cfg.sweep.name)
     limits = Limits(**_plain(prep.cfg.limits))
     n = executor_count(prep.cfg)
-    execs = start_executors(name, n, float(c.executor_cpus), limits, tuple(prep.cfg.solvers))
+    execs = start_executors(name, n, float(c.executor_cpus), limits, tuple(prep.cfg.solvers),
+                            int(c.get("sandbox_pool", 2)))
     if prep.ledger is not None and not prep.ledger.read_only:
         prep.ledger.record_manifest_section("executors", executor_environment(execs[0]))
     names = [executor_name(name, i) for i in range(n)]
@@ -684,7 +692,7 @@ async def drive(prep: Prepared, tracker: Any = None) -> RunResult:
     stop.install(loop)
     sweep_cfg = prep.cfg.sweep
     committer = Committer(prep.ledger, int(sweep_cfg.commit_batch), float(sweep_cfg.commit_interval_s))
-    progress = Progress(planned=len(prep.plan), already=len(prep.committed & {i.key for i in prep.plan}))
+    progress = Progress(planned=len(prep.plan), already=len(prep.plan) - len(prep.pending))
     done = asyncio.Event()
     from cluster.plan import plan_counts
 

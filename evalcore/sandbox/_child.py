@@ -353,6 +353,7 @@ def _serve(cfg: ChildConfig) -> None:
         req = _read_request()
         if req is None:
             return
+        emit({"t": "start"})  # from here a death is the program's (before it, the server retries)
         code = req.get("code", "")
         _apply_limits(cfg, req.get("limits") or {}, hard=req.get("op") == "run")
         cpu0 = _cpu()

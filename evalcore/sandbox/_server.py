@@ -39,6 +39,7 @@ import argparse
 import json
 import math
 import os
+import select
 import selectors
 import shutil
 import signal
@@ -63,6 +64,20 @@ CPU_WATCH_S = 0.25  # how often a running session cell's CPU time is checked
 # ====================================================================== slots and jobs
 
 
+def _exited(pidfd: int) -> bool:
+    """Whether the process behind ``pidfd`` has exited (a pidfd polls readable then).
+
+    Why: a prepared child killed while it waited (OOM killer, an operator) is reported by the
+    zygote a moment later; a request arriving in between must not be given the corpse.
+    """
+    if pidfd < 0:
+        return False
+    try:
+        return bool(select.select([pidfd], [], [], 0)[0])
+    except (OSError, ValueError):
+        return True
+
+
 class Slot:
     """One prepared child (and, namespaced, the init of its PID namespace)."""
 
@@ -76,7 +91,7 @@ class Slot:
         self.err_r = -1
         self.chan: socket.socket | None = None
         self.workdir: str | None = None  # host temp dir (fallback mode only)
-        self.state = "prep"  # prep -> ready -> busy -> dead
+        self.state = "prep"  # prep -> ready -> busy -> dead (prep/ready -> dying -> dead: died unused)
         self.p_status: int | None = None
         self.p_cpu = 0.0
         self.z_done = True
@@ -102,6 +117,9 @@ class Job:
         self.cpu0 = 0.0
         self.kill_reason = ""
         self.pending: deque[dict[str, Any]] = deque()
+        self.req: dict[str, Any] | None = None  # the request now executing (to retry it, see on_p_exit)
+        self.started = False  # the child has read that request ("start"): from then on it is the program's
+        self.retries = 0
         self.reset_cell()
 
     def reset_cell(self) -> None:
@@ -126,7 +144,7 @@ class Server:
         self.note = note
         self.proc_fd = proc_fd
         self.death_w = death_w
-        self.pool_size = max(1, pool_size)
+        self.pool_size = max(0, pool_size)  # 0: no child waits; each request forks its own
         self.netns_per_run = netns_per_run
         self.sel = selectors.DefaultSelector()
         self.sel.register(ctl, selectors.EVENT_READ, ("ctl", None))
@@ -148,6 +166,14 @@ class Server:
 
     def ready_count(self) -> int:
         return self.mk_pending + sum(1 for s in self.slots if s.state in ("prep", "ready"))
+
+    def wanted(self) -> int:
+        """Children to have ready or on the way: the pool, plus one per request waiting for one.
+
+        Counting the waiting requests is what makes ``pool_size=0`` fork on demand, and lets a
+        burst larger than the pool start its forks at once instead of one pool's worth at a time.
+        """
+        return self.pool_size + len(self.waiting)
 
     def refill(self) -> None:
         """Ask the zygote for one more prepared child (it arrives as a "slot" message)."""
@@ -220,9 +246,13 @@ class Server:
         self.slots.append(slot)
         self.by_pid[slot.p_pid] = slot
 
+    @staticmethod
+    def usable(s: Slot) -> bool:
+        return s.state == "ready" and s.p_status is None and not s.killed and not _exited(s.p_fd)
+
     def take_slot(self) -> Slot | None:
         for s in self.slots:
-            if s.state == "ready":
+            if self.usable(s):
                 s.state = "busy"
                 return s
         return None
@@ -295,8 +325,6 @@ class Server:
             if view:
                 if time.monotonic() > deadline:
                     return False
-                import select
-
                 select.select([], [slot.req_w], [], 0.05)
         return True
 
@@ -314,7 +342,8 @@ class Server:
             log(f"dispatch {op} t={job.t0:.4f}")
         req = {"op": op, "code": code, "cell": job.cell, "limits": limits_to_dict(limits)}
         if not self.send_req(slot, req):
-            job.kill_reason = job.kill_reason or "lost"
+            if job.retries >= self.max_retries():  # else: the child died waiting; on_p_exit retries on a fresh one
+                job.kill_reason = job.kill_reason or "lost"
             self.kill_slot(slot)
 
     def attach(self, job: Job) -> bool:
@@ -358,6 +387,7 @@ class Server:
             except (TypeError, ValueError) as exc:
                 self.reply(job, {"outcome": ERROR, "note": f"bad limits: {exc}"})
                 continue
+            job.req, job.started = req, False
             if op == "run":
                 self.start_exec(job, "run", req.get("code", ""), limits)
             elif op == "open":
@@ -441,6 +471,9 @@ class Server:
                 self.serve_waiting()
             return
         if job is None or not job.active:
+            return
+        if t == "start":
+            job.started = True
             return
         job.n_msgs += 1
         if job.n_msgs > MAX_CHAN_MESSAGES:
@@ -534,6 +567,39 @@ class Server:
         self.reply(job, res)
         self.pump(job)
 
+    def max_retries(self) -> int:
+        return self.pool_size + 2
+
+    def retry(self, job: Job, slot: Slot) -> bool:
+        """Give the request to a fresh child when this one died before reading it.
+
+        Why: a prepared child can be killed while it waits (OOM killer, an operator), and the
+        server may hand it a request before that death is reported. No code of the program
+        ran, so it is retried (at most once per pooled child, plus two) rather than reported
+        as the program's failure.
+        A session retries only its first cell: later ones depend on the lost globals.
+        """
+        if job.kind == "session" and job.cell == 0 and not job.active and job.retries < self.max_retries():
+            job.retries += 1  # opened, no cell yet: the next cell simply takes a fresh child
+            slot.job = None
+            job.slot = None
+            return True
+        if (not job.active or job.started or job.kill_reason or job.retries >= self.max_retries() or job.req is None
+                or (job.kind == "session" and job.cell > 1)):
+            return False
+        if DEBUG:
+            log("a prepared child died before its request; retrying on a fresh one")
+        job.retries += 1
+        job.active = False
+        job.deadline = math.inf
+        job.cell -= 1
+        job.pending.appendleft(job.req)
+        job.req = None
+        slot.job = None
+        job.slot = None
+        self.pump(job)
+        return True
+
     def session_died(self, job: Job) -> None:
         """The session's interpreter is gone: its running cell (if any) and later cells are ``killed``."""
         slot = job.slot
@@ -575,7 +641,9 @@ class Server:
             self.close_slot(slot)
 
     def serve_waiting(self) -> None:
-        while self.waiting and any(s.state == "ready" for s in self.slots):
+        for _ in range(len(self.waiting)):  # bounded: a job that finds no usable child queues again
+            if not self.waiting or not any(self.usable(s) for s in self.slots):
+                return
             self.pump(self.waiting.popleft())
 
     # ------------------------------------------------------------ events
@@ -590,6 +658,8 @@ class Server:
             slot.p_fd = -1
         self.kill_slot(slot)  # the init: the rest of the run's processes go with it
         job = slot.job
+        if job is not None and self.retry(job, slot):
+            job = None
         if job is not None:
             job.deadline = math.inf  # finished (or killed): no late timeout
         if slot.state == "prep":
@@ -597,6 +667,8 @@ class Server:
             self.drain(slot, final=False)
             if self.failures in (1, 10):
                 log(f"a sandbox child failed while preparing (status {status})")
+        if slot.state in ("prep", "ready"):
+            slot.state = "dying"  # gone before any request: not part of the pool any more
         if job is not None and job.kind == "session" and not job.dead:
             self.session_died(job)
         self.try_finish(slot)
@@ -689,7 +761,7 @@ class Server:
         while True:
             nearest = self.check_deadlines()
             timeout = None if nearest == math.inf else max(0.0, nearest - time.monotonic())
-            needs_refill = self.ready_count() < self.pool_size and self.failures < 50
+            needs_refill = self.ready_count() < self.wanted() and self.failures < 50
             events = self.sel.select(0 if needs_refill else timeout)
             if not events and needs_refill:
                 try:
@@ -712,6 +784,8 @@ class Server:
                         fd = obj.out_r if kind == "out" else obj.err_r
                         try:
                             data = os.read(fd, 65536)
+                        except (BlockingIOError, InterruptedError):
+                            continue  # already drained by a finish earlier in this batch: not EOF
                         except OSError:
                             data = b""
                         if data:

@@ -57,8 +57,10 @@ class ForkServer:
 
     ``namespaces``: None = use them when permitted (``OPTEVAL_SANDBOX_NAMESPACES=0`` forces the
     fallback), False = never (process-group killing only), True = same as None but say so.
-    ``pool_size``: children kept prepared ahead of demand (each one costs a fork of the warm
-    interpreter, ~100 MB shared copy-on-write). ``netns_per_run``: give every run its own
+    ``pool_size``: children kept forked ahead of demand, already in their namespaces and
+    waiting for code, refilled in the background as runs and sessions take them (each one
+    costs a fork of the warm interpreter, ~100 MB shared copy-on-write); 0 forks a child only
+    when a request arrives (the request then waits for the fork: ``bench/bench_sandbox.py``). ``netns_per_run``: give every run its own
     network namespace (default: runs share the server's, which has no network at all).
     ``launcher``: a command prefix for the server process (tests and the benchmark use
     ``_asuser.unprivileged_launcher()`` to start it as an unprivileged user with no capabilities).
@@ -76,6 +78,8 @@ class ForkServer:
         # None = every known solver module that is installed
         self._modules = None if modules is None else tuple(modules)
         self._mode = _namespaces_mode(namespaces)
+        if not isinstance(pool_size, int) or isinstance(pool_size, bool) or pool_size < 0:
+            raise ValueError(f"pool_size must be an int >= 0, got {pool_size!r}")
         self._pool = pool_size
         self._netns_per_run = netns_per_run
         self._launcher = list(launcher or [])

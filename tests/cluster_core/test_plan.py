@@ -64,3 +64,41 @@ def test_remaining_keeps_order_and_missing_ids_error():
     assert rest == [p for p in plan if p.key not in done] and len(rest) == len(plan) // 2
     with pytest.raises(ConfigError, match="complexor"):
         expand_plan(_cfg(), {"sample": ["s1"]})
+
+
+def test_compact_plan_behaves_like_the_list_of_items():
+    """The Plan is a Sequence: indexing, slicing, iteration and remaining() agree with a plain list."""
+    plan = expand_plan(_cfg(), IDS)
+    items = list(plan)
+    assert len(items) == len(plan) == 536
+    assert [plan[i] for i in (0, 5, 6, 133, 134, 535, -1, -536)] == [items[i] for i in (0, 5, 6, 133, 134, 535, -1, -536)]
+    assert list(plan[3:300:7]) == items[3:300:7] and plan[10:20] == items[10:20]
+    with pytest.raises(IndexError):
+        plan[536]
+    done = {p.key for p in items[::3]} | {"not-a-plan-key"}
+    rest = remaining(plan, done)
+    as_list = remaining(items, done)  # the list path, as before
+    assert list(rest) == as_list and [rest[i] for i in (0, -1)] == [as_list[0], as_list[-1]]
+    assert plan_counts(rest) == plan_counts(as_list) and plan_bench_counts(rest) == plan_bench_counts(as_list)
+    again = remaining(rest, {p.key for p in as_list[:50]})  # a subset of a subset
+    assert list(again) == as_list[50:]
+    assert remaining(plan, set()) == items and len(remaining(plan, {p.key for p in items})) == 0
+
+
+def test_plan_table_and_summary_match_the_item_by_item_recording(tmp_path):
+    """record_plan stores the same rows and the same sorted-key digest for a Plan as for its items."""
+    import hashlib
+
+    import pyarrow as pa
+
+    from cluster.ledger import PLAN_SCHEMA, _sorted_keys_sha256
+
+    plan = expand_plan(_cfg(), IDS)
+    items = list(plan)
+    want = pa.table({n: [getattr(p, n) for p in items] for n in PLAN_SCHEMA.names}, schema=PLAN_SCHEMA)
+    assert plan.to_table(PLAN_SCHEMA).equals(want)
+    sub = remaining(plan, {p.key for p in items[1::2]})
+    assert sub.to_table(PLAN_SCHEMA).equals(want.take(list(range(0, len(items), 2))))
+    old = hashlib.sha256("\n".join(sorted(p.key for p in items)).encode()).hexdigest()
+    assert _sorted_keys_sha256(want.column("key"), chunk=100) == old
+    assert _sorted_keys_sha256(pa.chunked_array([], type=pa.string())) == hashlib.sha256(b"").hexdigest()
