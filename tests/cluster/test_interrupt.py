@@ -13,7 +13,7 @@ import ray
 from cluster.config import load_config
 from cluster.scheduler import prepare, run_sweep
 
-pytestmark = pytest.mark.ray
+pytestmark = [pytest.mark.ray, pytest.mark.faults]  # slow tier: signals and kill -9 mid-sweep (.ci/run: -m faults)
 
 SHAPE = dict(models="[sim-slow]", methods="[direct,optistate]", limit=4, samples=2)  # 16 trajectories
 

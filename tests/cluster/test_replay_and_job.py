@@ -187,6 +187,7 @@ def _working_copy(repo: Path, dest: Path) -> Path:
     return dest
 
 
+@pytest.mark.faults  # slow tier (.ci/run: -m faults)
 def test_ray_job_submit_runs_the_sweep_on_a_cluster(h, tmp_path):
     ray_tmp = tempfile.mkdtemp(prefix="rjob", dir="/tmp")  # short: Ray's socket paths must stay < 108 chars
     gcs, dash, client, agent, http = (_free_port() for _ in range(5))

@@ -88,6 +88,7 @@ def test_end_to_end_ledger_holds_the_plan_and_mlflow_matches(ray_cluster, h, tmp
     assert "report/report.md" in logged and "report/main_table.csv" in logged
 
 
+@pytest.mark.faults  # slow tier (.ci/run: -m faults)
 def test_killing_an_executor_and_a_worker_loses_nothing(ray_cluster, h, tmp_path, configs_dir, monkeypatch):
     _, port = ray_cluster
     monkeypatch.setenv("OPTEVAL_CONFIGS", str(configs_dir))
