@@ -88,8 +88,9 @@ def two_nodes(tmp_path):
     env = dict(os.environ, RAY_AUTH_MODE="disabled", RAY_USAGE_STATS_ENABLED="0")
     env.pop("RAY_ADDRESS", None)
     head = [_ray_bin(), "start", "--head", f"--port={gcs}", "--num-cpus=2", "--include-dashboard=false",
+            '--resources={"opteval_executor": 2}',
             f"--ray-client-server-port={ports[1]}", *_node_args(temp, ports[2], ports[3], ports[4], ports[5:9])]
-    worker = [_ray_bin(), "start", f"--address=127.0.0.1:{gcs}", "--num-cpus=2",
+    worker = [_ray_bin(), "start", f"--address=127.0.0.1:{gcs}", "--num-cpus=2", '--resources={"opteval_executor": 2}',
               *_node_args(temp, ports[10], ports[11], ports[4] + 60, ports[13:17])]
     try:
         for what, cmd in (("head", head), ("worker", worker)):

@@ -28,8 +28,9 @@ for _ in range(40):
 print(" ".join(str(s.getsockname()[1]) for s in socks))
 EOF
 )"
-# Worker port ranges: a block of 200 ports per node above a random base.
-WBASE=$(( 20000 + (RANDOM % 200) * 100 ))
+# Worker port ranges: a block of 200 ports per node above a random base, below the kernel's
+# ephemeral range (32768+) where the free ports above come from, so the two never overlap.
+WBASE=$(( 11000 + (RANDOM % 80) * 100 ))
 
 node_ports() {  # $1 = index of the first of 7 ports in P, $2 = worker block index
   local i=$1 w=$(( WBASE + $2 * 200 ))
