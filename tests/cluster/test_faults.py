@@ -65,8 +65,11 @@ def test_fork_server_killed_mid_sweep_is_retried_never_no_submission(ray_cluster
     t.start()
     h.wait_for(lambda: h.committed_files(tmp_path, name), 240, "a first committed batch")
     killed = 0
-    for i in range(2):
-        actor = ray.get_actor(f"opteval/{name}/executor-{i}", namespace="opteval")
+    actors = [ray.get_actor(f"opteval/{name}/executor-{i}", namespace="opteval") for i in range(2)]
+    # kill while a session is open on the executor, so the kill surely hits a sandbox in use
+    h.wait_for(lambda: any(ray.get(a.stats.remote(), timeout=30)["sessions"] for a in actors), 120,
+               "an open session on an executor", interval_s=0.05)
+    for actor in actors:
         pid = ray.get(actor.server_pid.remote(), timeout=30)
         if pid:
             os.kill(pid, 9)
