@@ -56,7 +56,9 @@ ACTIVE_TAG = "opteval.active_s"
 # ``workflowType`` URL parameter / the top-bar GenAI | Machine learning toggle (3.17).
 EXPERIMENT_KIND_TAG = ("mlflow.experimentKind", "custom_model_development")
 MAX_FAILURES = 3
-SUMMARY_COLUMNS = ["key", "model", "method", "benchmark", "status", "correct", "prompt_tokens",
+# problem_id: intervals are a cluster bootstrap over problems (k samples of one problem are not
+# independent); without it summarize falls back to Wilson over trajectories
+SUMMARY_COLUMNS = ["key", "model", "method", "benchmark", "problem_id", "status", "correct", "prompt_tokens",
                    "completion_tokens", "exec_ok", "submission_value", "submission_status",
                    "simulated", "committed_at"]
 
@@ -162,11 +164,14 @@ def run_metrics(summary: Any, model: str, method: str) -> dict[str, float]:
 
 
 def results_markdown(summary: Any, title: str = "") -> str:
-    """Accuracy (%, avg@k with Wilson CI) per model x method x benchmark, macro, tokens, missing."""
+    """Accuracy (%, avg@k with a problem-level CI) per model x method x benchmark, macro, tokens, missing."""
     simulated = "simulated" in summary.columns and bool(summary["simulated"].fillna(False).any())
     lines = [f"# {title}" if title else "# Results", ""]
     if simulated:
         lines += ["**SIMULATED**: produced by the simulated policy; not a model's accuracy.", ""]
+    methods = sorted({str(m) for m in summary.get("ci_method", []) if m}) if len(summary) else []
+    if methods:
+        lines += [f"95% CI: {'; '.join(methods)} (percentile; avg@k over planned trajectories).", ""]
     lines += ["| model | method | benchmark | acc % | 95% CI | planned | missing | errors | tokens | exec rate |",
               "|---|---|---|---:|---|---:|---:|---:|---:|---:|"]
 
