@@ -7,6 +7,7 @@ that fetches them: a fresh clone with nothing beside it passes the suite.
 """
 from __future__ import annotations
 
+import asyncio
 import os
 from pathlib import Path
 
@@ -40,3 +41,26 @@ def shared_benchmarks() -> Path:
     if found is None:
         pytest.skip(HOW_TO_GET)
     return found
+
+
+@pytest.fixture(scope="session")
+def sample():
+    """(problems by id, answer key) of the embedded sample benchmark."""
+    from evalcore.problems import load_benchmark
+
+    specs, key = load_benchmark("sample")
+    return {s.id: s for s in specs}, key
+
+
+@pytest.fixture(scope="session")
+def local_executor():
+    """One real local sandbox (warm fork server) for a test session's in-process harness runs."""
+    from evalcore.sandbox import LocalExecutor
+
+    ex = LocalExecutor()
+    yield ex
+    close = getattr(ex, "close", None)
+    if close is not None:
+        res = close()
+        if asyncio.iscoroutine(res):
+            asyncio.run(res)

@@ -24,13 +24,6 @@ pytestmark = [pytest.mark.faults]
 
 REPO = Path(__file__).resolve().parents[2]
 SWEEP = REPO / "jobs" / "sweep.py"
-SIM_SLOW = """name: sim-slow
-backend: simulated
-family: simulated
-size_b: null
-simulated: {p_correct: 0.6, ttft_s: 0.4, tokens_per_s: 0}
-sampling: {}
-"""
 
 
 def _ports(n: int) -> list[int]:
@@ -123,11 +116,8 @@ def _frame(out: Path, name: str):
 IDENTITY = ["model", "method", "benchmark", "problem_id", "sample", "status", "submission", "correct"]
 
 
-def test_worker_node_raylet_killed_mid_sweep_ends_identical(two_nodes, tmp_path):
-    configs = tmp_path / "configs"
-    shutil.copytree(REPO / "configs", configs)
-    (configs / "models" / "sim-slow.yaml").write_text(SIM_SLOW)
-    env = dict(two_nodes["env"], OPTEVAL_CONFIGS=str(configs), PYTHONPATH=str(REPO))
+def test_worker_node_raylet_killed_mid_sweep_ends_identical(two_nodes, tmp_path, configs_dir):
+    env = dict(two_nodes["env"], OPTEVAL_CONFIGS=str(configs_dir), PYTHONPATH=str(REPO))
     cmd = [sys.executable, str(SWEEP), f"cluster.address={two_nodes['address']}"]
     ref = subprocess.run([*cmd, *_args(tmp_path, "reference", two_nodes["http"])], env=env, cwd=str(REPO),
                          capture_output=True, text=True, timeout=600)

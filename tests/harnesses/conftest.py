@@ -8,7 +8,6 @@ import pytest
 
 from evalcore.harnesses import Budgets, HarnessContext, get_harness
 from evalcore.models.base import Sampling
-from evalcore.problems import load_benchmark
 
 
 class CountingExecutor:
@@ -41,26 +40,6 @@ class CountingExecutor:
                 await handle.close()
 
         return _Handle()
-
-
-@pytest.fixture(scope="session")
-def sample():
-    """(problems by id, answer key) of the embedded sample benchmark."""
-    specs, key = load_benchmark("sample")
-    return {s.id: s for s in specs}, key
-
-
-@pytest.fixture(scope="session")
-def local_executor():
-    from evalcore.sandbox import LocalExecutor
-
-    ex = LocalExecutor()
-    yield ex
-    close = getattr(ex, "close", None)
-    if close is not None:
-        res = close()
-        if asyncio.iscoroutine(res):
-            asyncio.run(res)
 
 
 @pytest.fixture
