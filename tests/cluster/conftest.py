@@ -115,6 +115,25 @@ def identities(df) -> list[tuple]:
     return sorted(tuple(r) for r in df[IDENTITY].astype(str).itertuples(index=False))
 
 
+def run_uninterrupted(args: list[str], out: Path, name: str, configs: Path):
+    """Run a sweep to the end in this process with ``$OPTEVAL_CONFIGS`` = ``configs``: the
+    reference a faulted run must equal. Returns (its ledger frame, planned trajectories)."""
+    from cluster.config import load_config
+    from cluster.scheduler import prepare, run_sweep
+
+    old = os.environ.get("OPTEVAL_CONFIGS")
+    os.environ["OPTEVAL_CONFIGS"] = str(configs)
+    try:
+        cfg = load_config(args)
+        assert run_sweep(cfg) == 0
+        return ledger_frame(out, name), len(prepare(cfg, read_only=True).plan)
+    finally:
+        if old is None:
+            os.environ.pop("OPTEVAL_CONFIGS", None)
+        else:
+            os.environ["OPTEVAL_CONFIGS"] = old
+
+
 class _Helpers:
     """The helpers above as one fixture (test modules cannot import conftest under importlib mode)."""
 
@@ -124,6 +143,7 @@ class _Helpers:
     wait_for = staticmethod(wait_for)
     ledger_frame = staticmethod(ledger_frame)
     identities = staticmethod(identities)
+    run_uninterrupted = staticmethod(run_uninterrupted)
     sweep_py = SWEEP
     repo = REPO
 

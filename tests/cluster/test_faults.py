@@ -13,7 +13,7 @@ import pytest
 import ray
 
 from cluster.config import load_config
-from cluster.scheduler import prepare, run_sweep
+from cluster.scheduler import run_sweep
 
 # A slow tier (~6 min on 2 cores: five sweeps): deselected by the README test command
 # (pyproject addopts ``-m "not faults"``), run by ``.ci/run`` after the main suite with
@@ -34,17 +34,7 @@ def reference(ray_cluster, h, tmp_path_factory, configs_dir):
     """The same config, uninterrupted (in this process)."""
     _, port = ray_cluster
     out = tmp_path_factory.mktemp("reference")
-    old = os.environ.get("OPTEVAL_CONFIGS")
-    os.environ["OPTEVAL_CONFIGS"] = str(configs_dir)
-    try:
-        cfg = load_config(_args(h, out, "reference", port))
-        assert run_sweep(cfg) == 0
-        return h.ledger_frame(out, "reference"), len(prepare(cfg, read_only=True).plan)
-    finally:
-        if old is None:
-            os.environ.pop("OPTEVAL_CONFIGS", None)
-        else:
-            os.environ["OPTEVAL_CONFIGS"] = old
+    return h.run_uninterrupted(_args(h, out, "reference", port), out, "reference", configs_dir)
 
 
 def _run(h, args, address, configs_dir, timeout=300):

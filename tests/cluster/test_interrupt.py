@@ -10,8 +10,6 @@ import time
 import pytest
 import ray
 
-from cluster.config import load_config
-from cluster.scheduler import prepare, run_sweep
 
 pytestmark = [pytest.mark.ray, pytest.mark.faults]  # slow tier: signals and kill -9 mid-sweep (.ci/run: -m faults)
 
@@ -57,17 +55,7 @@ def baseline(ray_cluster, h, tmp_path_factory, configs_dir):
     """The same config, uninterrupted, under another sweep name (run in this process)."""
     _, port = ray_cluster
     out = tmp_path_factory.mktemp("baseline")
-    old = os.environ.get("OPTEVAL_CONFIGS")
-    os.environ["OPTEVAL_CONFIGS"] = str(configs_dir)
-    try:
-        cfg = load_config(_args(h, out, "uninterrupted", port))
-        assert run_sweep(cfg) == 0
-        return h.ledger_frame(out, "uninterrupted"), len(prepare(cfg, read_only=True).plan)
-    finally:
-        if old is None:
-            os.environ.pop("OPTEVAL_CONFIGS", None)
-        else:
-            os.environ["OPTEVAL_CONFIGS"] = old
+    return h.run_uninterrupted(_args(h, out, "uninterrupted", port), out, "uninterrupted", configs_dir)
 
 
 def test_sigkill_mid_sweep_then_resume_equals_uninterrupted(ray_cluster, h, tmp_path, configs_dir, baseline):
