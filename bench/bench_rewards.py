@@ -46,9 +46,9 @@ from evalcore.sandbox.types import ERROR, OK, TIMEOUT, ExecResult  # noqa: E402
 
 
 def load_items(args: argparse.Namespace) -> list[RewardItem]:
+    from evalcore.models.replay import load_records
     from jobs.regrade import load_answers
     from jobs.rewards import orlm_executed_items
-    from evalcore.models.replay import load_records
 
     if args.orlm_executed:
         return orlm_executed_items(Path(args.orlm_executed))

@@ -27,8 +27,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from evalcore.sandbox import ForkServer, Limits  # noqa: E402
-from evalcore.sandbox._asuser import unprivileged_launcher  # noqa: E402
+from evalcore.sandbox import ForkServer, Limits
+from evalcore.sandbox._asuser import unprivileged_launcher
 
 PULP_LP = """\
 import pulp

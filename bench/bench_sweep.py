@@ -109,7 +109,7 @@ class CpuSampler:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
 
-    def start(self) -> "CpuSampler":
+    def start(self) -> CpuSampler:
         self._thread.start()
         return self
 
@@ -172,7 +172,6 @@ def main() -> int:
     ap.add_argument("--port", type=int, default=8347)
     args = ap.parse_args()
 
-    import ray
 
     from cluster.config import load_config
     from cluster.executors import start_executors

@@ -19,9 +19,10 @@ import copy
 import difflib
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, is_dataclass
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional
+from typing import Any
 
 import yaml
 from omegaconf import DictConfig, ListConfig, OmegaConf
@@ -69,13 +70,13 @@ class SweepSection:
 @dataclass
 class SamplesSection:
     default: int = 2
-    per_benchmark: Dict[str, int] = field(default_factory=dict)
+    per_benchmark: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass
 class DataSection:
-    dir: Optional[str] = None
-    base_url: Optional[str] = None
+    dir: str | None = None
+    base_url: str | None = None
     fetch_missing: bool = True
 
 
@@ -120,8 +121,8 @@ class LimitsSection:
 
 @dataclass
 class ClusterSection:
-    address: Optional[str] = None
-    executors: Optional[int] = None
+    address: str | None = None
+    executors: int | None = None
     executor_cpus: float = 1.0
     sandbox_pool: int = 2
     workers: int = 2
@@ -139,9 +140,9 @@ class ServingSection:
     ready_timeout_s: float = 900.0
     request_timeout_s: float = 1800.0
     prefix_cache_routing: bool = False
-    prefix_router_kwargs: Dict[str, Any] = field(default_factory=dict)
-    gpus: Optional[int] = None
-    accelerator_type: Optional[str] = None
+    prefix_router_kwargs: dict[str, Any] = field(default_factory=dict)
+    gpus: int | None = None
+    accelerator_type: str | None = None
     cpus_per_gpu: float = 1.0
     ingress_cpus: float = 1.0
     standin: bool = False
@@ -150,7 +151,7 @@ class ServingSection:
 @dataclass
 class TrackingSection:
     enabled: bool = True
-    uri: Optional[str] = None
+    uri: str | None = None
     experiment: str = "opteval"
     timeout_s: float = 30.0
 
@@ -164,13 +165,13 @@ class ProgressSection:
 class SweepConfig:
     sweep: SweepSection = field(default_factory=SweepSection)
     plan_only: bool = False
-    models: List[str] = field(default_factory=lambda: ["sim-small"])
-    methods: List[str] = field(default_factory=lambda: ["direct", "opticycle", "optistate"])
+    models: list[str] = field(default_factory=lambda: ["sim-small"])
+    methods: list[str] = field(default_factory=lambda: ["direct", "opticycle", "optistate"])
     # model -> the methods it runs (a subset of ``methods``); a model not listed runs all of them
-    model_methods: Dict[str, List[str]] = field(default_factory=dict)
-    benchmarks: List[str] = field(default_factory=lambda: ["sample"])
+    model_methods: dict[str, list[str]] = field(default_factory=dict)
+    benchmarks: list[str] = field(default_factory=lambda: ["sample"])
     samples: SamplesSection = field(default_factory=SamplesSection)
-    limit_problems: Optional[int] = None
+    limit_problems: int | None = None
     data: DataSection = field(default_factory=DataSection)
     grading: GradingSection = field(default_factory=GradingSection)
     sampling: SamplingSection = field(default_factory=SamplingSection)
@@ -179,7 +180,7 @@ class SweepConfig:
     cluster: ClusterSection = field(default_factory=ClusterSection)
     serving: ServingSection = field(default_factory=ServingSection)
     # what the sandbox pre-imports and the prompts offer (evalcore.solvers); the paper's set
-    solvers: List[str] = field(default_factory=lambda: ["scipy", "pulp", "pyscipopt"])
+    solvers: list[str] = field(default_factory=lambda: ["scipy", "pulp", "pyscipopt"])
     tracking: TrackingSection = field(default_factory=TrackingSection)
     progress: ProgressSection = field(default_factory=ProgressSection)
 
@@ -188,41 +189,41 @@ class SweepConfig:
 class ModelSamplingOverrides:
     """A model's overrides of the sweep's sampling; None = keep the sweep's value."""
 
-    temperature: Optional[float] = None
-    top_p: Optional[float] = None
-    top_k: Optional[int] = None
-    max_tokens: Optional[int] = None
-    base_seed: Optional[int] = None
-    extra_body: Dict[str, Any] = field(default_factory=dict)
+    temperature: float | None = None
+    top_p: float | None = None
+    top_k: int | None = None
+    max_tokens: int | None = None
+    base_seed: int | None = None
+    extra_body: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
 class OpenAISection:
-    base_url: Optional[str] = None
-    model_id: Optional[str] = None
+    base_url: str | None = None
+    model_id: str | None = None
     api_key_env: str = "OPENAI_API_KEY"
     timeout_s: float = 600.0
     max_retries: int = 4
-    backoff_s: Optional[float] = None
+    backoff_s: float | None = None
 
 
 @dataclass
 class ReplaySection:
-    path: Optional[str] = None  # recorded completions (evalcore.models.replay)
+    path: str | None = None  # recorded completions (evalcore.models.replay)
 
 
 @dataclass
 class VllmSection:
-    source: Optional[str] = None
-    engine_kwargs: Dict[str, Any] = field(default_factory=dict)
-    deployment: Dict[str, Any] = field(default_factory=dict)
-    accelerator_type: Optional[str] = None
+    source: str | None = None
+    engine_kwargs: dict[str, Any] = field(default_factory=dict)
+    deployment: dict[str, Any] = field(default_factory=dict)
+    accelerator_type: str | None = None
     gpus_per_replica: int = 1
-    chat_template_kwargs: Dict[str, Any] = field(default_factory=dict)
-    tokenizer_source: Optional[str] = None
+    chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
+    tokenizer_source: str | None = None
     language_only: bool = False  # a vision-language checkpoint served as a language model
-    runtime_env: Dict[str, Any] = field(default_factory=dict)
-    placement_group_config: Dict[str, Any] = field(default_factory=dict)
+    runtime_env: dict[str, Any] = field(default_factory=dict)
+    placement_group_config: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -238,9 +239,9 @@ class ModelConfig:
     name: str = ""
     backend: str = "simulated"
     family: str = "simulated"
-    size_b: Optional[float] = None
+    size_b: float | None = None
     # SimSkill fields (evalcore.models.simulated); checked against SimSkill when importable.
-    simulated: Dict[str, Any] = field(default_factory=dict)
+    simulated: dict[str, Any] = field(default_factory=dict)
     openai: OpenAISection = field(default_factory=OpenAISection)
     vllm: VllmSection = field(default_factory=VllmSection)
     replay: ReplaySection = field(default_factory=ReplaySection)
@@ -250,24 +251,24 @@ class ModelConfig:
 
 @dataclass
 class MethodBudgetOverrides:
-    max_turns: Optional[int] = None
-    max_calls: Optional[int] = None
-    max_output_tokens: Optional[int] = None
-    max_total_tokens: Optional[int] = None
-    summary_chars: Optional[int] = None
-    summary_actions: Optional[int] = None
+    max_turns: int | None = None
+    max_calls: int | None = None
+    max_output_tokens: int | None = None
+    max_total_tokens: int | None = None
+    summary_chars: int | None = None
+    summary_actions: int | None = None
 
 
 @dataclass
 class MethodLimitsOverrides:
     """A method's sandbox limits over the sweep's ``limits`` (e.g. ORLM's 300 s)."""
 
-    wall_s: Optional[float] = None
-    cpu_s: Optional[float] = None
-    memory_mb: Optional[int] = None
-    max_procs: Optional[int] = None
-    output_bytes: Optional[int] = None
-    file_mb: Optional[int] = None
+    wall_s: float | None = None
+    cpu_s: float | None = None
+    memory_mb: int | None = None
+    max_procs: int | None = None
+    output_bytes: int | None = None
+    file_mb: int | None = None
 
 
 @dataclass
@@ -278,16 +279,16 @@ class MethodConfig:
     budgets: MethodBudgetOverrides = field(default_factory=MethodBudgetOverrides)
     limits: MethodLimitsOverrides = field(default_factory=MethodLimitsOverrides)
     # per-stage request overrides: {stage: {temperature, top_p, top_k, max_tokens, extra_body}}
-    stages: Dict[str, Any] = field(default_factory=dict)
+    stages: dict[str, Any] = field(default_factory=dict)
     # the harness's own parameters (e.g. semopt's search and critic), handed to it as ctx.params
-    params: Dict[str, Any] = field(default_factory=dict)
+    params: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
 class BenchmarkConfig:
     slug: str = ""
-    samples: Optional[int] = None  # default per-problem samples for this benchmark
-    grading: Optional[str] = None  # grading profile override
+    samples: int | None = None  # default per-problem samples for this benchmark
+    grading: str | None = None  # grading profile override
 
 
 # -- locations ---------------------------------------------------------------------------

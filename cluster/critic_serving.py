@@ -23,7 +23,8 @@ import importlib
 import json
 import math
 import sys
-from typing import Any, Callable, Protocol
+from collections.abc import Callable
+from typing import Any, Protocol
 
 from ray import serve
 from starlette.requests import Request

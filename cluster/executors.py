@@ -214,7 +214,7 @@ class _Shared:
                 await _await_ref(self.handles[idx].ping.remote(), PROBE_S)
                 self.down_until[idx] = 0.0
                 return idx
-            except (RayError, asyncio.TimeoutError):
+            except (TimeoutError, RayError):
                 self.mark_down(idx)
 
 
@@ -264,7 +264,7 @@ class RayExecutor:
         idx = await self._shared.pick_live()
         try:
             res = await self._call(idx, "run", code, limits or self._default, timeout_s=self._timeout(limits))
-        except (RayError, GetTimeoutError, asyncio.TimeoutError) as exc:
+        except (TimeoutError, RayError, GetTimeoutError) as exc:
             reason = f"executor {idx}: {type(exc).__name__}"
             self._loss(reason, idx)
             return _lost(reason)
@@ -273,7 +273,7 @@ class RayExecutor:
             self._loss(f"executor {idx}: {why}")
         return res
 
-    async def open_session(self) -> "RaySession":
+    async def open_session(self) -> RaySession:
         """Try each actor once, least loaded first; if all fail, a session that reports killed."""
         last = "no executors"
         failed: int | None = None
@@ -282,7 +282,7 @@ class RayExecutor:
             try:
                 sid = await self._call(idx, "open_session", timeout_s=CONTROL_TIMEOUT_S)
                 return RaySession(self, idx, sid)
-            except (RayError, asyncio.TimeoutError) as exc:
+            except (TimeoutError, RayError) as exc:
                 last = f"executor {idx}: {type(exc).__name__}"
                 self._loss(last, idx)
                 failed = idx
@@ -303,7 +303,7 @@ class RaySession:
             res = await self._owner._call(
                 self._idx, "run_cell", self._sid, code, limits, timeout_s=self._owner._timeout(limits)
             )
-        except (RayError, asyncio.TimeoutError) as exc:
+        except (TimeoutError, RayError) as exc:
             self._dead = f"executor {self._idx}: {type(exc).__name__}"
             self._owner._loss(self._dead, self._idx)
             return _lost(self._dead)
@@ -321,7 +321,7 @@ class RaySession:
                 if await self._owner._call(self._idx, "restart_session", self._sid, timeout_s=CONTROL_TIMEOUT_S):
                     return
                 self._dead = "session lost: its executor restarted"
-            except (RayError, asyncio.TimeoutError) as exc:
+            except (TimeoutError, RayError) as exc:
                 self._dead = f"executor {self._idx}: {type(exc).__name__}"
             self._owner._loss(self._dead, self._idx)
         fresh = await self._owner.open_session()
@@ -332,5 +332,5 @@ class RaySession:
             return
         try:
             await self._owner._call(self._idx, "close_session", self._sid, timeout_s=CONTROL_TIMEOUT_S)
-        except (RayError, asyncio.TimeoutError):
+        except (TimeoutError, RayError):
             pass

@@ -26,7 +26,8 @@ import socket
 import threading
 import time
 import uuid
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 from urllib.parse import parse_qs
 
 from cluster.ledger import LedgerError
@@ -43,7 +44,7 @@ class LeaseLostError(LedgerError):
 
 
 def _now() -> _dt.datetime:
-    return _dt.datetime.now(_dt.timezone.utc)
+    return _dt.datetime.now(_dt.UTC)
 
 
 def _age_s(info: dict[str, Any]) -> float:
@@ -287,7 +288,7 @@ class Lease:
         return info
 
     def acquire(self, wait: bool, poll_s: float | None = None,
-                sleep: Callable[[float], None] = time.sleep) -> "Lease":
+                sleep: Callable[[float], None] = time.sleep) -> Lease:
         """Take the lease or raise :class:`LeaseHeldError` (``wait``: poll until it is free or stale)."""
         said = False
         while True:
@@ -314,7 +315,7 @@ class Lease:
         while not self._stop.wait(max(0.2, self.stale_s / 4)):
             try:
                 self.beat()
-            except Exception as exc:  # noqa: BLE001 - a flaky store: try again next beat
+            except Exception as exc:
                 print(f"[sweep] lease heartbeat failed ({type(exc).__name__}: {exc}); retrying", flush=True)
             if self.lost:
                 return
@@ -351,7 +352,7 @@ class Lease:
                 return
             try:
                 self.store.delete(self.token)
-            except Exception:  # noqa: BLE001 - goes stale instead
+            except Exception:
                 pass
             self.token = None
 

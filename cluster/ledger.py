@@ -52,10 +52,11 @@ import os
 import re
 import uuid
 from collections import defaultdict
-from typing import Any, Iterable, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute  # noqa: F401 - pa.compute
+import pyarrow.compute
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.fs as pafs
@@ -143,7 +144,7 @@ def _is_hidden(rel: str) -> bool:
 
 
 def _now() -> _dt.datetime:
-    return _dt.datetime.now(_dt.timezone.utc)
+    return _dt.datetime.now(_dt.UTC)
 
 
 # -- config diffs -------------------------------------------------------------------------------
@@ -275,7 +276,7 @@ def error_row(
     ``item`` is a ``cluster.plan.PlanItem``. Status ``error``, never correct, tokens
     null: it stays in the denominator and is listed, never dropped.
     """
-    row: dict[str, Any] = {name: None for name in LEDGER_SCHEMA.names}
+    row: dict[str, Any] = dict.fromkeys(LEDGER_SCHEMA.names)
     row.update(
         key=item.key, sweep=sweep, model=item.model, method=item.method, benchmark=item.benchmark,
         problem_id=item.problem_id, sample=int(item.sample), seed=seed, status=STATUS_ERROR,
@@ -325,7 +326,7 @@ class Ledger:
         lease_stale_s: float | None = None,
         wait_for_lease: bool = False,
         repair: bool = False,
-    ) -> "Ledger":
+    ) -> Ledger:
         """Open (or create) ``<uri>/<sweep_name>`` for this config.
 
         A sweep that exists with another fingerprint is refused with a
@@ -398,7 +399,7 @@ class Ledger:
         led._load()
 
     @classmethod
-    def open_existing(cls, uri: str, sweep_name: str) -> "Ledger":
+    def open_existing(cls, uri: str, sweep_name: str) -> Ledger:
         """Read-only access to an existing sweep (reports), without a config check."""
         fs, base = open_filesystem(uri)
         led = cls(fs, f"{base}/{sweep_name}", join_uri(uri, sweep_name), read_only=True, compact_every=64)
@@ -813,7 +814,7 @@ class Ledger:
             if tmp is not None:
                 try:
                     self.fs.delete_file(tmp)
-                except Exception:  # noqa: BLE001 - hidden anyway; removed at the next open
+                except Exception:
                     pass
             raise CommitError(f"{verb} {self._show(path)}: {_cause(exc)}") from exc
 

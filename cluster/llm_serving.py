@@ -43,7 +43,8 @@ from __future__ import annotations
 
 import copy
 import time
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 APP_NAME = "opteval-llm"
 BUILDER_IMPORT_PATH = "ray.serve.llm:build_openai_app"
@@ -437,7 +438,7 @@ def describe_built_app(app: Any, name: str = APP_NAME) -> dict[str, dict[str, An
             "max_ongoing_requests": dc.max_ongoing_requests,
             "request_router_class": cls if isinstance(cls, str) or cls is None else
             f"{cls.__module__}:{cls.__qualname__}",
-            "placement_group_bundles": getattr(d, "_replica_config").placement_group_bundles,
+            "placement_group_bundles": d._replica_config.placement_group_bundles,
             "ingress": d.name == built.ingress_deployment_name,
         }
     return out
@@ -515,7 +516,7 @@ def deploy_stage(model_cfgs: Iterable[Mapping[str, Any]], cfg: Any = None, *, ap
     except BaseException:
         try:
             teardown(app_name)
-        except Exception as exc:  # noqa: BLE001 - the deploy's own error is the one to report
+        except Exception as exc:
             print(f"[serving] teardown of {app_name!r} after a failed deploy failed too: {exc}", flush=True)
         raise
     Endpoint = _endpoint_cls()
@@ -601,7 +602,7 @@ def _free_nodes() -> list[dict[str, float]]:
 
     try:
         return [dict(v) for v in state.available_resources_per_node().values()]
-    except Exception:  # noqa: BLE001 - fall back to totals when the private API moves
+    except Exception:
         from cluster.runtime import node_resources
 
         return node_resources()
@@ -667,7 +668,7 @@ def wait_app_ready(app_name: str, base_url: str, model_ids: list[str], timeout_s
     while True:
         try:
             status, msg = app_state(app_name)
-        except Exception as exc:  # noqa: BLE001 - a status hiccup is retried until the deadline
+        except Exception as exc:
             status, msg = "UNKNOWN", f"{type(exc).__name__}: {exc}"
         if status == "DEPLOY_FAILED":
             raise ModelNotReady(f"model(s) {model_ids} failed to deploy in Serve app {app_name!r}: {msg}")

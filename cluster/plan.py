@@ -23,9 +23,9 @@ from __future__ import annotations
 
 import hashlib
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterable, Iterator, overload
+from typing import Any, overload
 
 import numpy as np
 import pyarrow as pa
@@ -135,7 +135,7 @@ class Plan(Sequence):
     @overload
     def __getitem__(self, i: int) -> PlanItem: ...
     @overload
-    def __getitem__(self, i: slice) -> "Plan": ...
+    def __getitem__(self, i: slice) -> Plan: ...
     def __getitem__(self, i: Any) -> Any:
         if isinstance(i, slice):
             base = np.arange(self._total, dtype=np.int64) if self.rows is None else self.rows

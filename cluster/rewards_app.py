@@ -36,8 +36,12 @@ from ray import serve
 from starlette.requests import Request
 from starlette.responses import Response
 
-from evalcore.extraction import PROFILES as EXTRACTIONS, UnknownProfileError as UnknownExtraction, extract_code
-from evalcore.grading import PROFILES as GRADINGS, UnknownProfileError as UnknownGrading, parse_submission
+from evalcore.extraction import PROFILES as EXTRACTIONS
+from evalcore.extraction import UnknownProfileError as UnknownExtraction
+from evalcore.extraction import extract_code
+from evalcore.grading import PROFILES as GRADINGS
+from evalcore.grading import UnknownProfileError as UnknownGrading
+from evalcore.grading import parse_submission
 from evalcore.rewards import SCHEMES, RewardItem, UnknownSchemeError, check_names, score
 from evalcore.sandbox.types import KILLED, ExecResult, Limits
 
@@ -201,7 +205,7 @@ class RewardService:
         async def one(idx: list[int]) -> None:
             try:
                 got = await self._runner.run_many.remote([codes[i] for i in idx])
-            except Exception as exc:  # noqa: BLE001 - a lost runner scores like a crashed program
+            except Exception as exc:
                 got = [ExecResult(outcome=KILLED, note=f"executor lost: {type(exc).__name__}")] * len(idx)
             for i, r in zip(idx, got):
                 results[i] = r

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import signal
-import sys
 import threading
 import time
 from collections import defaultdict
@@ -178,10 +177,8 @@ def sampling_for(cfg: Any, model: str) -> Any:
 
 def budgets_for(cfg: Any, method: str, sampling: Any) -> Any:
     """The sweep's budgets with the method's overrides; per-call output cap = sampling.max_tokens."""
-    from cluster.config import effective_budgets
+    from cluster.config import effective_budgets, effective_limits
     from evalcore.harnesses.base import Budgets
-
-    from cluster.config import effective_limits
 
     kw = effective_budgets(cfg, method)
     kw.setdefault("max_output_tokens", sampling.max_tokens)
@@ -317,7 +314,7 @@ class StopState:
         self.signum = self.signum or signum
         if self.soft.is_set():
             self.hard.set()
-            print(f"[sweep] second signal: abandoning trajectories in flight, committing what finished", flush=True)
+            print("[sweep] second signal: abandoning trajectories in flight, committing what finished", flush=True)
         else:
             self.soft.set()
             print(f"[sweep] signal {signum}: no new trajectories; finishing those in flight "
@@ -399,7 +396,7 @@ class Dispatcher:
                 await asyncio.wait_for(_await(self.workers[idx].ping.remote()), timeout=WORKER_PROBE_S)
                 self.down_until[idx] = 0.0
                 return idx
-            except (RayError, asyncio.TimeoutError):
+            except (TimeoutError, RayError):
                 self.down_until[idx] = time.monotonic() + WORKER_DOWN_S
             if time.monotonic() >= deadline:
                 return idx
@@ -437,7 +434,7 @@ class Dispatcher:
         ref = self.workers[idx].run.remote(task)
         try:
             res = await asyncio.wait_for(_await(ref), timeout=self.timeout_s)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             _cancel(ref)
             return None, f"trajectory timeout after {self.timeout_s:g}s"
         except RayError as exc:
@@ -475,7 +472,7 @@ class Dispatcher:
     def finish(self, item: Any, out: Outcome) -> None:
         try:
             row, correct = build_row(self.prep, item, out)
-        except Exception as exc:  # noqa: BLE001 - a driver-side bug still leaves a listed record
+        except Exception as exc:
             reason = f"driver could not grade/record: {type(exc).__name__}: {exc}"
             print(f"[sweep] error {item.key}: {reason}", flush=True)
             row, correct = build_row(self.prep, item, Outcome(None, reason, out.attempts))
@@ -518,7 +515,7 @@ def _cancel(ref: Any) -> None:
         import ray
 
         ray.cancel(ref)
-    except Exception:  # noqa: BLE001 - best effort: the worker may be gone already
+    except Exception:
         pass
 
 
@@ -562,9 +559,8 @@ def build_row(prep: Prepared, item: Any, out: Outcome) -> tuple[dict[str, Any], 
 
 def stages_for(prep: Prepared) -> list[list[str]]:
     """Model-major stages restricted to models that still have work."""
-    from cluster.serving import plan_stages
-
     from cluster.plan import plan_counts
+    from cluster.serving import plan_stages
 
     todo = {model for model, _ in plan_counts(prep.pending)}
     models = [prep.model_cfgs[m] for m in prep.cfg.models if m in todo]
@@ -639,7 +635,7 @@ def stop_actors(handles: list[Any]) -> None:
     for h in handles:
         try:
             ray.kill(h, no_restart=True)
-        except Exception:  # noqa: BLE001 - already gone
+        except Exception:
             pass
 
 
@@ -648,7 +644,7 @@ async def _periodic(interval_s: float, fn: Any, stop: asyncio.Event) -> None:
         try:
             await asyncio.wait_for(stop.wait(), timeout=interval_s)
             return
-        except asyncio.TimeoutError:
+        except TimeoutError:
             await fn()
 
 
@@ -703,7 +699,7 @@ async def drive(prep: Prepared, tracker: Any = None) -> RunResult:
     async def tick_commit() -> None:
         try:
             await committer.flush()
-        except Exception:  # noqa: BLE001 - recorded in committer.failed; the sweep is stopping
+        except Exception:
             pass
 
     printed = [-1]  # progress.done at the last printed line (the final line is not printed twice)
@@ -728,7 +724,7 @@ async def drive(prep: Prepared, tracker: Any = None) -> RunResult:
         await asyncio.gather(*bg, return_exceptions=True)
         try:
             await committer.flush(force=True)
-        except Exception:  # noqa: BLE001 - a commit failure is raised below, after cleanup
+        except Exception:
             if committer.failed is None:
                 raise
         if progress.done != printed[0]:

@@ -354,7 +354,7 @@ def deploy_stage(models: list[dict[str, Any]], cfg: Any) -> dict[str, Endpoint]:
     except BaseException:
         try:
             teardown_stage(eps, models)
-        except Exception as exc:  # noqa: BLE001 - the deploy's own error is the one to report
+        except Exception as exc:
             print(f"[serving] teardown after a failed deploy failed too: {exc}", flush=True)
         raise
     return eps
@@ -372,7 +372,7 @@ def teardown_stage(endpoints: dict[str, Endpoint], models: list[dict[str, Any]] 
     for app in apps:
         try:
             teardown(app)
-        except Exception as exc:  # noqa: BLE001 - try the others, then report
+        except Exception as exc:
             error = error or exc
     if error is not None:
         raise error

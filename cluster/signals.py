@@ -36,7 +36,7 @@ class _State:
 STATE = _State()
 
 
-def _handler(signum: int, frame: Any) -> None:  # noqa: ARG001 - signal API
+def _handler(signum: int, frame: Any) -> None:
     first = STATE.signum is None
     STATE.signum = STATE.signum or signum
     if first:

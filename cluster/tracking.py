@@ -35,8 +35,9 @@ import tempfile
 import threading
 import time
 import warnings
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -270,7 +271,7 @@ class Tracker:
             os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "10")
 
     @classmethod
-    def from_config(cls, cfg: Any) -> "Tracker":
+    def from_config(cls, cfg: Any) -> Tracker:
         uri = tracking_uri(cfg.tracking.uri, cfg.sweep.output_dir)
         return cls(uri, cfg.tracking.experiment, cfg.sweep.name, cfg.sweep.output_dir,
                    enabled=bool(cfg.tracking.enabled))
@@ -284,7 +285,7 @@ class Tracker:
             return None
         try:
             out = fn(*args, **kwargs)
-        except Exception as exc:  # noqa: BLE001 - tracking must never stop a sweep
+        except Exception as exc:
             self.failures += 1
             hint = sync_command(self.sweep, self.output_dir, self.uri)
             warnings.warn(f"MLflow ({self.uri}) failed to {what}: {type(exc).__name__}: {str(exc)[:300]}. "
@@ -500,7 +501,7 @@ class OffLoop:
     times out turns tracking off for the run with the re-log hint; the ledger stays the truth.
     Daemon threads, so a call stuck in a socket never keeps the process alive."""
 
-    def __init__(self, tracker: "Tracker", timeout_s: float) -> None:
+    def __init__(self, tracker: Tracker, timeout_s: float) -> None:
         self.tracker, self.timeout_s = tracker, float(timeout_s)
         self._pending: tuple[threading.Event, float] | None = None
         self.skipped = 0
@@ -511,7 +512,7 @@ class OffLoop:
         def run() -> None:
             try:
                 box["value"] = fn(*args)
-            except BaseException as exc:  # noqa: BLE001 - handed back to the caller
+            except BaseException as exc:
                 box["error"] = exc
             finally:
                 done.set()

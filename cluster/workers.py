@@ -20,10 +20,10 @@ from cluster.executors import RayExecutor, _Shared
 from cluster.serving import Endpoint
 from evalcore.harnesses.base import Budgets
 from evalcore.models.base import ModelError, Sampling
+from evalcore.models.contract import PromptContract
 from evalcore.problems import ProblemSpec
 from evalcore.records import STATUS_ERROR, Trajectory
 from evalcore.sandbox.types import Limits
-from evalcore.models.contract import PromptContract
 from evalcore.solvers import PAPER_SOLVERS
 
 
@@ -94,8 +94,10 @@ class HarnessWorker:
         # Names, not handles: a restarted worker looks the executors up again (constructor
         # arguments held in the object store could be gone by then).
         self._shared = _Shared([ray.get_actor(n) for n in executor_names])
-        import evalcore.extraction  # noqa: F401  - pay the imports at start, not in the first trajectory
-        import evalcore.harnesses.direct, evalcore.harnesses.opticycle, evalcore.harnesses.optistate  # noqa: E401,F401
+        import evalcore.extraction
+        import evalcore.harnesses.direct
+        import evalcore.harnesses.opticycle
+        import evalcore.harnesses.optistate
         import evalcore.models.openai_backend  # noqa: F401
         self._default_limits = default_limits or Limits()
         self._clients: dict[tuple, Any] = {}
@@ -140,7 +142,7 @@ class HarnessWorker:
                 return WorkerFailure(f"executor lost: {executor.losses[0]}", wall_s=time.perf_counter() - start)
         except ModelError as exc:
             return WorkerFailure(f"endpoint unreachable: {exc}", wall_s=time.perf_counter() - start)
-        except Exception as exc:  # noqa: BLE001 - a harness crash is reported, never lost
+        except Exception as exc:
             tb = traceback.format_exc(limit=6)
             return WorkerFailure(f"harness crashed: {type(exc).__name__}: {exc}", details=[tb],
                                  wall_s=time.perf_counter() - start)

@@ -44,8 +44,9 @@ from __future__ import annotations
 
 import re
 import textwrap
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from evalcore.sandbox.types import OK, ExecResult
 

@@ -32,10 +32,11 @@ import decimal
 import math
 import numbers
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable, Union
+from typing import Any
 
-Parsed = Union[float, str, None]  # float, "infeasible", "unbounded" or None
+Parsed = float | str | None  # float, "infeasible", "unbounded" or None
 
 INFEASIBLE = "infeasible"
 UNBOUNDED = "unbounded"

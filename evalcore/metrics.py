@@ -19,8 +19,9 @@ Accounting rules (paper, Appendix A):
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -482,7 +483,7 @@ def paired_bootstrap(
 SUMMARY_BY = ("model", "method", "benchmark")
 
 
-def _to_pandas(table: Any) -> "Any":
+def _to_pandas(table: Any) -> Any:
     import pandas as pd
 
     if isinstance(table, pd.DataFrame):
@@ -510,7 +511,7 @@ def summarize(
     confidence: float = 0.95,
     n_resamples: int = 2000,
     seed: int = 0,
-) -> "Any":
+) -> Any:
     """Per-group accounting from a ledger table (pyarrow Table or pandas DataFrame with
     :data:`evalcore.records.LEDGER_SCHEMA` columns; ``correct`` is required, token,
     execution and status columns are used when present).
@@ -598,7 +599,7 @@ def _none(v: Any) -> Any:
     return v
 
 
-def macro_table(summary: Any, over: str = "benchmark") -> "Any":
+def macro_table(summary: Any, over: str = "benchmark") -> Any:
     """Macro rows from a :func:`summarize` result: for each group of the remaining ``by``
     columns, the unweighted mean of ``avg`` (and of ``tokens_mean`` when every benchmark
     has one) over ``over``, with planned/scored/missing summed."""

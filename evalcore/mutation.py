@@ -11,7 +11,7 @@ from __future__ import annotations
 import ast
 import random
 import re
-from typing import Callable
+from collections.abc import Callable
 
 MUTATION_OPS = (
     "flip_sense",

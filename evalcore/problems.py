@@ -22,11 +22,12 @@ import json
 import math
 import os
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Union
+from typing import Any
 
-Answer = Union[float, str]  # a finite number, "infeasible" or "unbounded"
+Answer = float | str  # a finite number, "infeasible" or "unbounded"
 
 ANSWER_STATUSES = ("infeasible", "unbounded")
 REQUIRED_FIELDS = ("id", "question", "answer")

@@ -108,7 +108,7 @@ class Trajectory:
         return dataclasses.asdict(self)
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "Trajectory":
+    def from_dict(cls, d: dict[str, Any]) -> Trajectory:
         d = dict(d)
         sub = d.get("submission")
         d["submission"] = Submission(**sub) if isinstance(sub, dict) else sub

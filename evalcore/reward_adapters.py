@@ -38,7 +38,8 @@ import json
 import os
 import urllib.error
 import urllib.request
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 URL_ENV = "OPTEVAL_REWARDS_URL"
 DEFAULT_URL = "http://127.0.0.1:8790/rewards"
@@ -79,7 +80,7 @@ class RewardClient:
 def _error_message(exc: urllib.error.HTTPError) -> str:
     try:
         return str(json.loads(exc.read())["error"]["message"])
-    except Exception:  # noqa: BLE001 - any unreadable body: fall back to the status text
+    except Exception:
         return str(exc.reason)
 
 

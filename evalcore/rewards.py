@@ -27,11 +27,14 @@ Groups: completions that share an ``id`` are completions of the same prompt (the
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any
 
-from evalcore.extraction import extract_submission, get_profile as get_extraction
-from evalcore.grading import Parsed, get_profile as get_grading, grade_parsed, parse_submission
+from evalcore.extraction import extract_submission
+from evalcore.extraction import get_profile as get_extraction
+from evalcore.grading import Parsed, grade_parsed, parse_submission
+from evalcore.grading import get_profile as get_grading
 from evalcore.metrics import majority_answer
 from evalcore.sandbox.types import OK, ExecResult
 

@@ -27,7 +27,8 @@ from __future__ import annotations
 import decimal
 import math
 from collections import Counter
-from typing import Any, Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 from evalcore.grading import Parsed, grade_parsed, parse_submission
 from evalcore.metrics import majority_answer as majority_vote

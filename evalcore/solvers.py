@@ -6,9 +6,10 @@ other known solvers can be added explicitly (``solvers: [scipy, pulp, pyscipopt,
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from importlib import metadata
-from typing import Any, Iterable
+from typing import Any
 
 
 @dataclass(frozen=True)

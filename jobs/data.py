@@ -40,7 +40,7 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as `python jobs/data.py` from a checkout
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from evalcore import problems as P  # noqa: E402
+from evalcore import problems as P
 
 DEFAULT_BASE_URL = "https://raw.githubusercontent.com"
 BASE_URL_ENV = "OPTEVAL_DATA_BASE_URL"
@@ -106,7 +106,7 @@ def candidate_urls(entry: P.BenchmarkEntry, base: str, layout: str = "auto") -> 
 
 
 def _download(url: str, timeout: float = 60.0) -> bytes:
-    with urllib.request.urlopen(url, timeout=timeout) as resp:  # noqa: S310 (file/http by design)
+    with urllib.request.urlopen(url, timeout=timeout) as resp:
         return resp.read()
 
 

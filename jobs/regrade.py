@@ -40,8 +40,10 @@ from typing import Any
 if __package__ in (None, ""):  # run as a script: make the checkout importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from evalcore.extraction import PROFILES as EXTRACTION_PROFILES, extract_code, extract_submission
-from evalcore.grading import PROFILES as GRADING_PROFILES, grade, parse_submission
+from evalcore.extraction import PROFILES as EXTRACTION_PROFILES
+from evalcore.extraction import extract_code, extract_submission
+from evalcore.grading import PROFILES as GRADING_PROFILES
+from evalcore.grading import grade, parse_submission
 from evalcore.models.replay import ReplayFileError, ReplayRecord, jsonl_rows, load_records
 from evalcore.sandbox import run_program
 from evalcore.sandbox.types import Limits

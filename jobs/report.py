@@ -41,8 +41,8 @@ class UsageError(ValueError):
 
 def parse_args(argv: list[str]) -> tuple[dict[str, Any], list[str]]:
     """Split our flags from the OmegaConf dotlist (which names the sweep)."""
-    opts: dict[str, Any] = {f: False for f in FLAGS}
-    opts.update({v: None for v in VALUED})
+    opts: dict[str, Any] = dict.fromkeys(FLAGS, False)
+    opts.update(dict.fromkeys(VALUED))
     rest: list[str] = []
     it = iter(argv)
     for arg in it:

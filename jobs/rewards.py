@@ -36,12 +36,13 @@ from typing import Any
 if __package__ in (None, ""):  # run as a script: make the checkout importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from evalcore.extraction import PROFILES as EXTRACTION_PROFILES, extract_code  # noqa: E402
-from evalcore.grading import PROFILES as GRADING_PROFILES  # noqa: E402
-from evalcore.models.replay import ReplayFileError, ReplayRecord, load_records  # noqa: E402
-from evalcore.rewards import SCHEMES, Reward, RewardItem, get_scheme, score  # noqa: E402
-from evalcore.sandbox.types import ExecResult, Limits  # noqa: E402
-from jobs.regrade import RegradeInputError, load_answers  # noqa: E402
+from evalcore.extraction import PROFILES as EXTRACTION_PROFILES
+from evalcore.extraction import extract_code
+from evalcore.grading import PROFILES as GRADING_PROFILES
+from evalcore.models.replay import ReplayFileError, ReplayRecord, load_records
+from evalcore.rewards import SCHEMES, Reward, RewardItem, get_scheme, score
+from evalcore.sandbox.types import ExecResult, Limits
+from jobs.regrade import RegradeInputError, load_answers
 
 EXIT_INPUT = 2
 DEFAULT_PORT = 8790

@@ -49,7 +49,6 @@ def main(argv: list[str] | None = None) -> int:
 def _main(argv: list[str] | None) -> int:
     from cluster import signals
     from cluster.config import ConfigError, load_config
-    from cluster.ledger import ConfigChangedError
     from cluster.ledger import CommitError, ConfigChangedError, LedgerError
     from evalcore.problems import BenchmarkLoadError
 

@@ -16,7 +16,6 @@ import re
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 from evalcore.data import REFERENCE_DIR, SAMPLE_JSONL
 from evalcore.data._spec import SOURCE, Spec

@@ -413,7 +413,7 @@ for w in (0, 1):
 
 _rng = np.random.default_rng(42)
 _seg_risk = [int(v) for v in _rng.integers(1, 10, 20)]
-_site_cov = [sorted(set(int(v) for v in _rng.integers(0, 20, 4))) for _ in range(12)]
+_site_cov = [sorted({int(v) for v in _rng.integers(0, 20, 4)}) for _ in range(12)]
 add(42, "binary", "pyscipopt", 32, """
 A gas utility can install leak sensors at up to 5 of 12 candidate sites (A1-A12) along a pipeline
 of 20 segments (G1-G20). A segment counts as monitored if at least one installed sensor covers it.

@@ -6,15 +6,15 @@ See README.md for how to add a harness.
 """
 from __future__ import annotations
 
+from evalcore.harnesses import autoformulation, cafa, coe, optimus, ormind, reflexion  # the six baselines
 from evalcore.harnesses.base import Budgets, Executor, Harness, HarnessContext, SessionHandle
 from evalcore.harnesses.direct import HARNESS as DIRECT
-from evalcore.harnesses.opticycle import HARNESS as OPTICYCLE
 from evalcore.harnesses.llmopt import HARNESS as LLMOPT
+from evalcore.harnesses.opticycle import HARNESS as OPTICYCLE
 from evalcore.harnesses.optistate import HARNESS as OPTISTATE
 from evalcore.harnesses.orlm import HARNESS as ORLM
 from evalcore.harnesses.semopt import HARNESS as SEMOPT
 from evalcore.harnesses.sirl import HARNESS as SIRL
-from evalcore.harnesses import autoformulation, cafa, coe, optimus, ormind, reflexion  # the six baselines
 
 # the study's own harnesses and the post-trained models' protocols
 HARNESSES: dict[str, Harness] = {h.name: h for h in (DIRECT, OPTICYCLE, OPTISTATE, ORLM, SIRL, LLMOPT)}

@@ -48,7 +48,7 @@ def python_code(text: str) -> str | None:
 def json_object(text: str) -> Any:
     """The first JSON value in a reply: a fenced ```json block, else the outermost {...} / [...].
     None when nothing parses (a baseline then proceeds as its public code does on a parse failure)."""
-    candidates = [b for b in _JSON_FENCE.findall(text)]
+    candidates = list(_JSON_FENCE.findall(text))
     for open_, close in (("{", "}"), ("[", "]")):
         i, j = text.find(open_), text.rfind(close)
         if 0 <= i < j:

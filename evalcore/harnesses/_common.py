@@ -8,10 +8,11 @@ from __future__ import annotations
 import math
 import re
 import time
+from collections.abc import Mapping
 from dataclasses import replace
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from evalcore.harnesses.base import HarnessContext
 from evalcore.models.base import CallMeta, Completion, Message, Sampling
@@ -54,7 +55,7 @@ def _expand(ref: str, stack: tuple[str, ...]) -> tuple[str, tuple[Path, ...]]:
     return _INCLUDE.sub(sub, path.read_text()), tuple(dict.fromkeys(files))
 
 
-@lru_cache(maxsize=None)
+@cache
 def load_prompt(method: str, name: str) -> str:
     """The text of ``prompts/<method>/<name>.md`` with its fragments included: a line
     ``{{> _shared/checklist}}`` is replaced by ``prompts/_shared/checklist.md`` (recursively),

@@ -51,7 +51,7 @@ class Node:
     prior: float = 1.0
     n: int = 0
     q: float = 0.0
-    children: list["Node"] | None = None  # None: not expanded yet
+    children: list[Node] | None = None  # None: not expanded yet
     result: ExecResult | None = None
     reward: float | None = None
 
@@ -153,7 +153,7 @@ def z3_equivalent(a: str, b: str) -> bool:
     def conj(cons: list[tuple[str, Any]]) -> Any:
         terms = []
         for op, e in cons:
-            ze = eval(str(e), {"__builtins__": {}}, env)  # noqa: S307  (sympy's own printout of plain arithmetic)
+            ze = eval(str(e), {"__builtins__": {}}, env)
             terms.append(ze == 0 if op == "==" else ze <= 0 if op == "<=" else ze >= 0)
         return z3.And(*terms) if terms else z3.BoolVal(True)
 

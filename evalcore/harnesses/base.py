@@ -5,8 +5,9 @@ grades the returned Trajectory afterwards.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields, asdict, replace
-from typing import Any, Mapping, Protocol, runtime_checkable
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, fields, replace
+from typing import Any, Protocol, runtime_checkable
 
 from evalcore.models.base import ChatModel, Sampling
 from evalcore.problems import ProblemSpec
@@ -31,7 +32,7 @@ class Budgets:
         return asdict(self)
 
     @classmethod
-    def from_config(cls, cfg: Mapping[str, Any] | None, base: "Budgets | None" = None) -> "Budgets":
+    def from_config(cls, cfg: Mapping[str, Any] | None, base: Budgets | None = None) -> Budgets:
         """``base`` (default: the defaults) with the keys of ``cfg`` overridden; ``exec_limits``
         may be a mapping of ``Limits`` fields. Unknown keys are an error naming them."""
         base = base or cls()

@@ -11,13 +11,20 @@ from __future__ import annotations
 import time
 
 from evalcore.harnesses._common import (
-    PROMPTS_DIR, BudgetSpent, Meter, exec_record, load_prompt, new_trajectory, render, system_prompt,
+    PROMPTS_DIR,
+    BudgetSpent,
+    Meter,
+    exec_record,
+    load_prompt,
+    new_trajectory,
+    render,
+    system_prompt,
 )
 from evalcore.harnesses.base import HarnessContext
 from evalcore.models.base import Completion, Message
 from evalcore.problems import ProblemSpec
-from evalcore.sandbox.types import ExecResult
 from evalcore.records import STATUS_SUBMITTED, Submission, Trajectory
+from evalcore.sandbox.types import ExecResult
 
 
 class Direct:

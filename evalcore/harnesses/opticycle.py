@@ -28,7 +28,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from evalcore.harnesses._common import (
-    BudgetSpent, Meter, exec_record, load_prompt, new_trajectory, observation, render, stated_purpose, system_prompt,
+    BudgetSpent,
+    Meter,
+    exec_record,
+    load_prompt,
+    new_trajectory,
+    observation,
+    render,
+    stated_purpose,
+    system_prompt,
     tail,
 )
 from evalcore.harnesses.base import HarnessContext, SessionHandle

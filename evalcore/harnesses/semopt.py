@@ -35,11 +35,20 @@ import json
 import math
 import re
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
-from typing import Any, Mapping
+from typing import Any
 
 from evalcore.harnesses._common import (
-    BudgetSpent, Meter, exec_record, load_prompt, new_trajectory, observation, render, system_prompt, tail,
+    BudgetSpent,
+    Meter,
+    exec_record,
+    load_prompt,
+    new_trajectory,
+    observation,
+    render,
+    system_prompt,
+    tail,
 )
 from evalcore.harnesses.base import HarnessContext
 from evalcore.models.base import Message, ModelError
@@ -69,7 +78,7 @@ class CriticSpec:
     timeout_s: float = 60.0
 
     @classmethod
-    def from_config(cls, cfg: Any) -> "CriticSpec":
+    def from_config(cls, cfg: Any) -> CriticSpec:
         if isinstance(cfg, str):
             cfg = {"kind": cfg}
         cfg = dict(cfg or {})
@@ -94,7 +103,7 @@ class SemOptParams:
     critic: CriticSpec = field(default_factory=CriticSpec)
 
     @classmethod
-    def from_config(cls, cfg: Mapping[str, Any] | None) -> "SemOptParams":
+    def from_config(cls, cfg: Mapping[str, Any] | None) -> SemOptParams:
         """Validated parameters; an unknown key or a bad value is an error naming ``params.<key>``."""
         cfg = dict(cfg or {})
         _reject_unknown("params", cfg, cls)
@@ -128,8 +137,8 @@ def _check(ok: bool, name: str, what: str) -> None:
 class Node:
     level: int
     text: str = ""  # strategy / math model text, or the code of a leaf
-    parent: "Node | None" = None
-    children: list["Node"] = field(default_factory=list)
+    parent: Node | None = None
+    children: list[Node] = field(default_factory=list)
     expanded: bool = False  # its H children were generated
     visits: int = 0
     value: float = 0.0  # sum of the S backpropagated through it
@@ -151,7 +160,7 @@ class Node:
             node = node.parent
         return out[::-1]
 
-    def ancestor(self, level: int) -> "Node":
+    def ancestor(self, level: int) -> Node:
         node = self
         while node.level > level:
             node = node.parent  # type: ignore[assignment]

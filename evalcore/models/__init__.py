@@ -14,7 +14,8 @@ fails silently. Deployment settings for the cluster (``serving``, ``engine_kwarg
 """
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from evalcore.models.base import CallMeta, ChatModel, Completion, Message, ModelError, Sampling, Usage
 from evalcore.models.openai_backend import OpenAIChatModel

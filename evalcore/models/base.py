@@ -1,7 +1,7 @@
 """The ChatModel protocol every backend implements, and the paper's sampling defaults."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field, asdict
+from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 Message = dict[str, str]  # {"role": ..., "content": ...}

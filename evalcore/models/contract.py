@@ -8,8 +8,9 @@ messages as sent. Request fields (GPT-OSS's ``reasoning_effort``) are ``sampling
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from evalcore.models.base import Message
 
@@ -26,7 +27,7 @@ class PromptContract:
             raise ValueError(f"prompt.system must be one of {list(SYSTEM_MODES)}, got {self.system!r}")
 
     @classmethod
-    def from_config(cls, cfg: Mapping[str, Any] | None) -> "PromptContract":
+    def from_config(cls, cfg: Mapping[str, Any] | None) -> PromptContract:
         cfg = dict(cfg or {})
         unknown = sorted(set(cfg) - {"system", "system_prefix"})
         if unknown:

@@ -24,12 +24,14 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from evalcore.models.base import CallMeta, Completion, Message, ModelError, Sampling, Usage
 from evalcore.models.openai_backend import parse_usage
+
 
 class ReplayFileError(ValueError):
     """A recording could not be read; the message names the file and the line (or row)."""
@@ -138,13 +140,13 @@ class ReplayModel:
         self.records = list(records)
 
     @classmethod
-    def from_file(cls, path: str | Path, name: str = "replay") -> "ReplayModel":
+    def from_file(cls, path: str | Path, name: str = "replay") -> ReplayModel:
         return cls(name, load_records(path))
 
     def get(self, problem_id: str, sample: int = 0, call: int = 0) -> ReplayRecord | None:
         return self._by_key.get((problem_id, sample, call))
 
-    def for_problem(self, problem_id: str, sample: int = 0) -> "BoundReplayModel":
+    def for_problem(self, problem_id: str, sample: int = 0) -> BoundReplayModel:
         return BoundReplayModel(self, problem_id, sample)
 
     async def chat(

@@ -27,7 +27,13 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from evalcore.models.simulated import (
-    SimulatedModel, StageCall, _reply, _rng, content_text, formulation_for, mutate, register_stage,
+    SimulatedModel,
+    StageCall,
+    _reply,
+    _rng,
+    content_text,
+    formulation_for,
+    register_stage,
 )
 
 PURPOSE = "Answer the requested step."
@@ -501,8 +507,8 @@ def reference_data(statements: list[str]) -> dict[str, Any]:
     ns: dict[str, Any] = {"__builtins__": _SAFE_BUILTINS, "math": _math}
     for stmt in statements:
         try:
-            exec(compile(stmt, "<reference data>", "exec"), ns)  # noqa: S102  (our own reference program)
-        except Exception:  # noqa: BLE001  (a statement we cannot evaluate is just not a parameter)
+            exec(compile(stmt, "<reference data>", "exec"), ns)
+        except Exception:
             continue
     out = {}
     for k, v in ns.items():

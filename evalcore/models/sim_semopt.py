@@ -27,8 +27,15 @@ import re
 from typing import Any
 
 from evalcore.models.simulated import (
-    SimulatedModel, StageCall, content_text, defined_names, formulation_for, inject_runtime_error,
-    inject_syntax_error, register_stage, split_program,
+    SimulatedModel,
+    StageCall,
+    content_text,
+    defined_names,
+    formulation_for,
+    inject_runtime_error,
+    inject_syntax_error,
+    register_stage,
+    split_program,
 )
 from evalcore.mutation import MUTATION_OPS, apply_operator, mutate
 

@@ -41,14 +41,28 @@ import math
 import random
 import re
 import time
-from dataclasses import dataclass, field, fields, replace
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, fields
 from functools import lru_cache
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from evalcore.models.base import CallMeta, Completion, Message, Sampling, Usage
 from evalcore.mutation import (  # the operators live in evalcore.mutation (also used by jobs/mutants.py)
-    MUTATION_OPS, compiles, constraint_nodes as _constraint_nodes, mutate, replace_span as _replace_span,
-    source_lines as _lines, stmt_span as _stmt_span,
+    MUTATION_OPS,
+    compiles,
+    mutate,
+)
+from evalcore.mutation import (
+    constraint_nodes as _constraint_nodes,
+)
+from evalcore.mutation import (
+    replace_span as _replace_span,
+)
+from evalcore.mutation import (
+    source_lines as _lines,
+)
+from evalcore.mutation import (
+    stmt_span as _stmt_span,
 )
 
 # -- what the policy reads from the prompts (evalcore/harnesses/prompts) ------------------------
@@ -388,7 +402,7 @@ def stage_handler(harness: str, stage: str) -> StageHandler:
     global _HARNESSES_IMPORTED
     if (harness, stage) not in STAGE_HANDLERS and not _HARNESSES_IMPORTED:
         _HARNESSES_IMPORTED = True
-        import evalcore.harnesses  # noqa: F401  (registers the harness modules' handlers)
+        import evalcore.harnesses
         import evalcore.models.sim_baselines  # noqa: F401  (the six baselines' stages)
     return STAGE_HANDLERS.get((harness, stage)) or STAGE_HANDLERS[DEFAULT_STAGE]
 
@@ -429,7 +443,7 @@ class SimulatedModel:
     IGNORED_KEYS = frozenset({"serving", "engine_kwargs", "deployment", "description"})
 
     @classmethod
-    def from_config(cls, cfg: Mapping[str, Any]) -> "SimulatedModel":
+    def from_config(cls, cfg: Mapping[str, Any]) -> SimulatedModel:
         """Build from a model config: ``{name, backend: simulated, policy, skill: {...}, ttft_s,
         tokens_per_s, report_usage}``. Unknown keys are an error naming them."""
         cfg = dict(cfg)

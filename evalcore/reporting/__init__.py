@@ -9,7 +9,12 @@ from evalcore.reporting.intervals import BootstrapSpec
 from evalcore.reporting.report import Report, build_report
 from evalcore.reporting.sampling import isc_select, k_values
 from evalcore.reporting.tables import (
-    MACRO, main_table_from_summary, summary_from_prepared, to_csv_frame, to_latex, to_markdown,
+    MACRO,
+    main_table_from_summary,
+    summary_from_prepared,
+    to_csv_frame,
+    to_latex,
+    to_markdown,
 )
 
 __all__ = [

@@ -5,7 +5,8 @@ trajectory) and return plain DataFrames; rendering is left to ``report.py``.
 """
 from __future__ import annotations
 
-from typing import Any, Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 import pandas as pd
 

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import pandas as pd
 
@@ -20,7 +21,13 @@ from evalcore.reporting import analysis, difficulty, plots, sampling
 from evalcore.reporting.frame import PROFILE_NAMES, _loads, prepare
 from evalcore.reporting.intervals import BootstrapSpec, cell_intervals, with_intervals
 from evalcore.reporting.tables import (
-    MACRO, frame_markdown, main_table_from_summary, summary_from_prepared, tex_escape, to_csv_frame, to_latex,
+    MACRO,
+    frame_markdown,
+    main_table_from_summary,
+    summary_from_prepared,
+    tex_escape,
+    to_csv_frame,
+    to_latex,
     to_markdown,
 )
 
@@ -215,7 +222,7 @@ def _f(v: Any) -> float | None:
     return None if math.isnan(x) else x
 
 
-def _summary_records(self: "Report") -> list[dict[str, Any]]:
+def _summary_records(self: Report) -> list[dict[str, Any]]:
     s = self.summary
     recs: list[dict[str, Any]] = []
     for r in s.to_dict("records"):

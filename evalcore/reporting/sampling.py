@@ -10,16 +10,16 @@ ISC (SIRL's instance-enhanced self-consistency) is defined in ``evalcore.selecti
 """
 from __future__ import annotations
 
-import math
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping
+from typing import Any
 
 import pandas as pd
 
 from evalcore.grading import grade_parsed
-from evalcore.metrics import majority_answer, maj_at_k, pass_at_k
-from evalcore.selection import MAX_DECIMALS, benchmark_decimals, isc_select, orr1_vote, unscored
-from evalcore.reporting.frame import GROUP, Prepared, _nn
+from evalcore.metrics import maj_at_k, majority_answer, pass_at_k
+from evalcore.reporting.frame import GROUP, Prepared
 from evalcore.reporting.tables import MACRO
+from evalcore.selection import MAX_DECIMALS, benchmark_decimals, isc_select, orr1_vote, unscored
 
 
 def k_values(max_n: int) -> list[int]:

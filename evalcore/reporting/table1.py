@@ -9,7 +9,8 @@ shows the same numbers as the main and token tables.
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import pandas as pd
 

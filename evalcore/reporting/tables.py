@@ -15,7 +15,8 @@ a cell whose denominator includes missing scores (not run, or status error).
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import pandas as pd
 

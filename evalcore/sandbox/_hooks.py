@@ -18,7 +18,8 @@ from __future__ import annotations
 import functools
 import inspect
 import math
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from evalcore.sandbox import _child
 
@@ -54,7 +55,7 @@ def _emit(library: str, build: Callable[[], dict[str, Any]]) -> None:
     _count += 1
     try:
         rec = {"library": library, **build()}
-    except Exception as exc:  # noqa: BLE001 - capture must never break the program
+    except Exception as exc:
         rec = {"library": library, "error": f"{type(exc).__name__}: {exc}"[:300]}
     _child.emit({"t": "model", "v": rec})
 
@@ -162,7 +163,7 @@ def _hook_pyscipopt() -> None:
             return r
 
         if hasattr(base, "optimizeNogil"):
-            def optimizeNogil(self) -> Any:  # noqa: N802 - upstream name
+            def optimizeNogil(self) -> Any:
                 r = base.optimizeNogil(self)
                 _emit("pyscipopt", lambda: _scip_features(self))
                 return r
@@ -372,6 +373,6 @@ def install() -> list[str]:
         try:
             fn()
             done.append(name)
-        except Exception:  # noqa: BLE001 - a missing library just means no capture for it
+        except Exception:
             pass
     return done

@@ -52,9 +52,9 @@ from typing import Any
 
 from evalcore.sandbox import _ns
 from evalcore.sandbox._log import DEBUG, log
+from evalcore.sandbox._proto import limits_from_dict, limits_to_dict, pack, split_frames
 from evalcore.sandbox._root import HEAVY_MODULES, NsFactory, build_root, enter_user_namespace
 from evalcore.sandbox._zygote import Zygote
-from evalcore.sandbox._proto import limits_from_dict, limits_to_dict, pack, split_frames
 from evalcore.sandbox.types import ERROR, KILLED, MEMORY, OK, OUTPUT_LIMIT, TIMEOUT, Limits
 
 MAX_CHAN_MESSAGES = 10_000
@@ -831,14 +831,14 @@ def _warm_imports(modules: tuple[str, ...] = HEAVY_MODULES) -> list[str]:
         try:
             __import__(name)
             loaded.append(name)
-        except Exception:  # noqa: BLE001 - optional solvers (coptpy, gurobipy) may be absent
+        except Exception:
             pass
+    import atexit  # noqa: F401
+    import fcntl  # noqa: F401
     import inspect  # noqa: F401 - used by the hooks inside the sandbox
     import linecache  # noqa: F401
     import numbers  # noqa: F401
     import threading  # noqa: F401
-    import atexit  # noqa: F401
-    import fcntl  # noqa: F401
 
     from evalcore.sandbox import _child, _hooks  # noqa: F401
 
@@ -865,7 +865,7 @@ def _warm_solvers(loaded: list[str]) -> None:
         x = pulp.LpVariable("x", 0, 1, cat="Integer")
         prob += x
         prob.solve(pulp.PULP_CBC_CMD(msg=0))
-    except Exception:  # noqa: BLE001 - warming is an optimization only
+    except Exception:
         pass
     try:
         if "pyscipopt" not in loaded:
@@ -878,7 +878,7 @@ def _warm_solvers(loaded: list[str]) -> None:
         m.setObjective(y, "maximize")
         m.optimize()
         m.freeProb()
-    except Exception:  # noqa: BLE001
+    except Exception:
         pass
 
 

@@ -23,9 +23,8 @@ import tempfile
 import time
 from typing import Any, NoReturn
 
-from evalcore.sandbox import _ns
+from evalcore.sandbox import _ns, _root
 from evalcore.sandbox._log import DEBUG, log
-from evalcore.sandbox import _root
 from evalcore.sandbox._root import WORKDIR, NsFactory
 
 TMPFS_MB = 512

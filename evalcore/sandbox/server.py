@@ -19,8 +19,9 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from evalcore.sandbox._proto import ChannelClosed, limits_to_dict, recv_frame, result_from_dict, send_frame
 from evalcore.sandbox.types import KILLED, ExecResult, Limits
@@ -236,7 +237,7 @@ class ForkServer:
             if died and gen == self._gen and not self._closed:
                 try:
                     self._spawn()
-                except Exception as spawn_exc:  # noqa: BLE001 - reported in the result
+                except Exception as spawn_exc:
                     exc = spawn_exc
         why = "fork server died (restarted)" if died else f"sandbox lost: {type(exc).__name__}: {exc}"
         return ExecResult(outcome=KILLED, wall_s=time.monotonic() - t0, contained=self.contained, note=why)
@@ -249,7 +250,7 @@ class ForkServer:
         t0 = time.monotonic()
         try:
             sock, gen = self._open_job()
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             return ExecResult(outcome=KILLED, contained=self.contained, note=f"fork server unavailable: {exc}")
         try:
             with sock:
@@ -293,7 +294,7 @@ class Session:
             self.contained = bool(info.get("contained"))
             self._sock = sock
             self._dead_note = ""
-        except Exception as exc:  # noqa: BLE001 - surfaces as killed cells
+        except Exception as exc:
             self._sock = None
             self._dead_note = f"session could not start: {type(exc).__name__}: {exc}"
 
@@ -354,7 +355,7 @@ class Session:
         try:
             if self._sock is not None:
                 self._sock.close()
-        except Exception:  # noqa: BLE001
+        except Exception:
             pass
 
 

@@ -21,7 +21,7 @@ from cluster.scheduler import run_sweep
 # in tests/cluster_core/test_ledger_faults.py.
 pytestmark = [pytest.mark.ray, pytest.mark.faults]
 
-SHAPE = dict(models="[sim-slow]", methods="[direct,opticycle]", limit=4, samples=2)  # 16 trajectories
+SHAPE = {"models": "[sim-slow]", "methods": "[direct,opticycle]", "limit": 4, "samples": 2}  # 16 trajectories
 FAST_RETRY = ("cluster.retry_backoff_s=0.3", "cluster.max_in_flight_per_model=4")
 
 
@@ -136,7 +136,7 @@ def test_disk_full_stops_loudly_and_the_same_command_resumes(ray_cluster, h, tmp
         def go():
             try:
                 result["rc"] = run_sweep(cfg)
-            except Exception as exc:  # noqa: BLE001 - the test inspects it
+            except Exception as exc:
                 result["exc"] = exc
 
         t = threading.Thread(target=go, daemon=True)

@@ -5,15 +5,13 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
 import pytest
 import ray
 
-
 pytestmark = [pytest.mark.ray, pytest.mark.faults]  # slow tier: signals and kill -9 mid-sweep (.ci/run: -m faults)
 
-SHAPE = dict(models="[sim-slow]", methods="[direct,optistate]", limit=4, samples=2)  # 16 trajectories
+SHAPE = {"models": "[sim-slow]", "methods": "[direct,optistate]", "limit": 4, "samples": 2}  # 16 trajectories
 
 
 def _args(h, out, name, port):

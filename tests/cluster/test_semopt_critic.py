@@ -36,10 +36,10 @@ def test_sigmoid_is_the_logistic_function():
 
 
 def test_reward_model_route_and_the_harness_scoring_through_it(ray_cluster):
-    from tests.semopt.test_semopt_harness import PROBLEM, ScriptedModel
     from evalcore.harnesses import Budgets, HarnessContext, get_harness
     from evalcore.models.base import Sampling
     from evalcore.sandbox import LocalExecutor
+    from tests.semopt.test_semopt_harness import PROBLEM, ScriptedModel
 
     _, port = ray_cluster
     url = deploy_critic("fake-keyword", port, route="/semopt-critic-fake", scorer=_keyword_scorer,

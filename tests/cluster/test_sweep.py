@@ -11,7 +11,6 @@ import pytest
 import ray
 
 from cluster.config import load_config
-from cluster.plan import expand_plan
 from cluster.scheduler import prepare, run_sweep
 
 pytestmark = pytest.mark.ray

@@ -4,13 +4,11 @@ from __future__ import annotations
 import json
 import os
 
-import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 import pytest
 
 from cluster.config import load_config, resolved, sweep_fingerprint
-from cluster.ledger import (ConfigChangedError, DuplicateKeyError, Ledger, LedgerError, error_row,
-                            trajectory_row)
+from cluster.ledger import ConfigChangedError, DuplicateKeyError, Ledger, LedgerError, error_row, trajectory_row
 from cluster.plan import expand_plan, remaining
 from evalcore.records import LEDGER_SCHEMA, CallRecord, ExecRecord, Submission, Trajectory
 

@@ -11,12 +11,13 @@ import os
 import subprocess
 import sys
 import time
+from datetime import UTC
 from pathlib import Path
 
 import pytest
 
 from cluster.lease import LEASE_FILE, LeaseHeldError, LeaseLostError
-from cluster.ledger import (CommitError, DamagedFileError, DuplicateKeyError, Ledger, error_row)
+from cluster.ledger import CommitError, DamagedFileError, DuplicateKeyError, Ledger, error_row
 from tests.cluster_core.test_ledger import _row, _setup
 
 REPO = Path(__file__).resolve().parents[2]
@@ -75,9 +76,9 @@ def test_lease_of_a_dead_local_process_is_taken_at_once(tmp_path):
     (tmp_path / "demo").mkdir()
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     import socket
-    from datetime import datetime, timezone
+    from datetime import datetime
 
-    now = datetime.now(timezone.utc).isoformat()
+    now = datetime.now(UTC).isoformat()
     (tmp_path / "demo" / LEASE_FILE).write_text(json.dumps({
         "owner": "f" * 32, "host": socket.gethostname(), "pid": int(dead.stdout), "acquired_at": now,
         "heartbeat_at": now}))
@@ -112,19 +113,19 @@ def test_two_drivers_racing_leave_exactly_one_writer(tmp_path):
     """Processes opening one sweep at the same moment: exactly one wins, the others are refused."""
     cfg, res, fp, plan = _setup(tmp_path)
     code = (
-        "import sys, time; sys.path.insert(0, %r)\n"
+        "import sys, time; sys.path.insert(0, {!r})\n"
         "from tests.cluster_core.test_ledger import _setup\n"
         "from cluster.ledger import Ledger\nfrom cluster.lease import LeaseHeldError\n"
-        "cfg, res, fp, plan = _setup(%r)\n"
+        "cfg, res, fp, plan = _setup({!r})\n"
         "t0 = float(sys.argv[1])\n"
         "while time.time() < t0: time.sleep(0.001)\n"
-        "import os, pathlib; tried = pathlib.Path(%r)\n"
-        "try:\n    led = Ledger.open(%r, 'demo', res, fp, lease_stale_s=30)\n"
+        "import os, pathlib; tried = pathlib.Path({!r})\n"
+        "try:\n    led = Ledger.open({!r}, 'demo', res, fp, lease_stale_s=30)\n"
         "except LeaseHeldError:\n    (tried / str(os.getpid())).touch(); print('refused'); sys.exit(2)\n"
         "(tried / str(os.getpid())).touch()\n"
         "t1 = time.time()\n"
         "while len(list(tried.iterdir())) < 3 and time.time() - t1 < 60: time.sleep(0.05)\n"
-        "print('won'); led.close()\n" % (str(REPO), str(tmp_path), str(tmp_path / "tried"), str(tmp_path)))
+        "print('won'); led.close()\n".format(str(REPO), str(tmp_path), str(tmp_path / "tried"), str(tmp_path)))
     (tmp_path / "tried").mkdir()
     start = str(time.time() + 4.0)
     procs = [subprocess.Popen([sys.executable, "-c", code, start], stdout=subprocess.PIPE, text=True,

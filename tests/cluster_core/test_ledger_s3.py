@@ -14,9 +14,8 @@ import sys
 import urllib.request
 from pathlib import Path
 
-import pytest
-
 import boto3
+import pytest
 from moto.server import ThreadedMotoServer
 
 from cluster.config import load_config, resolved, sweep_fingerprint

@@ -2,11 +2,10 @@
 from __future__ import annotations
 
 import itertools
-import math
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
-import numpy as np
 import pytest
 
 from evalcore import metrics as M

@@ -2,14 +2,14 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pyarrow as pa
 import pytest
 
 from evalcore import records as R
 
-KEY_ARGS = dict(sweep="s1", model="qwen", method="direct", benchmark="nl4opt", problem_id="nl4opt-0001", sample=3, fingerprint="abc")
+KEY_ARGS = {"sweep": "s1", "model": "qwen", "method": "direct", "benchmark": "nl4opt", "problem_id": "nl4opt-0001", "sample": 3, "fingerprint": "abc"}
 
 
 def test_trajectory_key_is_stable():
@@ -75,7 +75,7 @@ def test_a_ledger_row_builds_an_arrow_table():
     row = {f.name: None for f in R.LEDGER_SCHEMA}
     row.update(key="k", model="m", method="direct", benchmark="nl4opt", problem_id="p", sample=0,
                status=R.STATUS_SUBMITTED, correct=True, simulated=False, prompt_tokens=None,
-               committed_at=datetime.now(timezone.utc), transcript=json.dumps([{"role": "user"}]))
+               committed_at=datetime.now(UTC), transcript=json.dumps([{"role": "user"}]))
     table = pa.Table.from_pylist([row], schema=R.LEDGER_SCHEMA)
     assert table.num_rows == 1 and table.column("prompt_tokens").null_count == 1
     assert json.loads(table.column("transcript")[0].as_py()) == [{"role": "user"}]

@@ -8,8 +8,7 @@ from collections import Counter
 
 import pytest
 
-from evalcore.data import (REFERENCE_DIR, SAMPLE_JSONL, load_sample_rows, reference_ids,
-                           reference_program)
+from evalcore.data import REFERENCE_DIR, SAMPLE_JSONL, load_sample_rows, reference_ids, reference_program
 from evalcore.data._build import all_specs, header
 
 KINDS = {"lp", "milp", "binary", "integer", "qp", "nlp"}

@@ -2,7 +2,7 @@
 every call's (harness, stage, messages) is recorded, so a test can assert the call sequence."""
 from __future__ import annotations
 
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 from evalcore.models.base import CallMeta, Completion, Usage
 

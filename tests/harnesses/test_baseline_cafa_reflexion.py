@@ -9,7 +9,6 @@ from evalcore.harnesses import Budgets
 from evalcore.harnesses.cafa import clean_code, simplify_code
 from evalcore.problems import ProblemSpec
 from evalcore.records import STATUS_NO_SUBMISSION, STATUS_SUBMITTED
-
 from tests.harnesses.scripted import ScriptedModel, crash, program, user_of
 
 P = ProblemSpec(id="t-1", benchmark="test", question="Maximize 3x + 2y with x + y <= 4, x <= 3, x, y >= 0.")

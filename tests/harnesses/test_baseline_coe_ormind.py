@@ -7,7 +7,6 @@ from evalcore.harnesses import Budgets
 from evalcore.harnesses.coe import EXPERTS, parse_expert
 from evalcore.problems import ProblemSpec
 from evalcore.records import STATUS_SUBMITTED
-
 from tests.harnesses.scripted import ScriptedModel, crash, program, user_of
 
 P = ProblemSpec(id="t-2", benchmark="test", question="Minimize x + y with x + y >= 2, x, y >= 0.")

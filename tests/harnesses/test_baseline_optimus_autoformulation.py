@@ -8,7 +8,6 @@ from evalcore.harnesses import Budgets
 from evalcore.harnesses.autoformulation import N_SAMPLES, dedup
 from evalcore.problems import ProblemSpec
 from evalcore.records import STATUS_SUBMITTED
-
 from tests.harnesses.scripted import ScriptedModel, crash, user_of
 
 P = ProblemSpec(id="t-3", benchmark="test", question="Minimize x subject to x >= 2.5 (x continuous).")

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
+from evalcore.data import reference_program
 from evalcore.grading import grade
 from evalcore.harnesses import BASELINES, Budgets
 from evalcore.models.sim_baselines import BaselineSkill, parts_of, pulp_parts, scip_lines
 from evalcore.models.simulated import SimSkill, SimulatedModel
-from evalcore.data import reference_program
 
 PULP = "sample-0001"  # a PuLP LP (maximize)
 SCIP = "sample-0003"  # a PySCIPOpt binary program
@@ -50,7 +50,7 @@ def test_decomposition_translates_between_pulp_and_scip():
 
 def test_ormind_counterfactual_check_catches_a_wrong_program_only_when_skilled(sample, run_harness):
     problems, key = sample
-    mutant = dict(policy="always_mutant", skill=SimSkill(mutation_ops=("flip_sense",)))
+    mutant = {"policy": "always_mutant", "skill": SimSkill(mutation_ops=("flip_sense",))}
     b = Budgets(max_calls=8, max_turns=3)
     caught = run_harness("ormind", problems[PULP], _model(**mutant), budgets=b)
     assert [c.stage for c in caught.calls][-2:] == ["counterfactual", "revise"] and _ok(caught, key)

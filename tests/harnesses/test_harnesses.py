@@ -6,17 +6,17 @@ import re
 
 import pytest
 
+from evalcore.data import reference_program
 from evalcore.grading import grade
 from evalcore.harnesses import HARNESSES, Budgets, HarnessContext, get_harness
 from evalcore.harnesses.optistate import check_formulation
 from evalcore.models.base import ModelError, Sampling
 from evalcore.models.simulated import SimSkill, SimulatedModel, count_tokens, split_program
-from evalcore.data import reference_program
 from evalcore.records import STATUS_NO_SUBMISSION, STATUS_SUBMITTED, STATUSES
 
 FIRST = "sample-0001"  # a PuLP LP (maximize): its sense flip changes the optimum
-ONLY = dict(p_correct=0.0, p_mutant=0.0, p_syntax_error=0.0, p_runtime_error=0.0, p_no_submit=0.0,
-            p_bad_formulation=0.0)
+ONLY = {"p_correct": 0.0, "p_mutant": 0.0, "p_syntax_error": 0.0, "p_runtime_error": 0.0, "p_no_submit": 0.0,
+            "p_bad_formulation": 0.0}
 
 
 def _graded(traj, key) -> bool:

@@ -99,7 +99,7 @@ def test_placeholders_are_all_filled_by_the_harnesses():
         text = load_prompt(path.parent.name, path.stem)
         names = set(re.findall(r"\{\{(\w+)\}\}", text))
         assert names <= passed, (path, names - passed)
-        render(text, **{n: "x" for n in passed})
+        render(text, **dict.fromkeys(passed, "x"))
 
 
 def test_the_fork_server_preimports_the_configured_solver_set():

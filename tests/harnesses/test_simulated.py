@@ -9,12 +9,18 @@ import time
 import pytest
 
 from evalcore.data import reference_program
+from evalcore.extraction import extract_code
 from evalcore.harnesses._common import fenced_blocks, load_prompt, render
 from evalcore.models.base import CallMeta, ChatModel, Sampling
 from evalcore.models.simulated import (
-    MUTATION_OPS, SimSkill, SimulatedModel, count_tokens, formulation_for, mutate, split_program,
+    MUTATION_OPS,
+    SimSkill,
+    SimulatedModel,
+    count_tokens,
+    formulation_for,
+    mutate,
+    split_program,
 )
-from evalcore.extraction import extract_code
 
 
 def _direct_messages(question: str) -> list[dict]:

@@ -9,7 +9,7 @@ lists its ``properties`` and neither allows ``additionalProperties`` nor says
 from __future__ import annotations
 
 import copy
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +33,7 @@ def _strict(schema: Any) -> Any:
     return out
 
 
-@lru_cache(maxsize=None)
+@cache
 def validator(kind: str, version: str = "v1") -> jsonschema.Draft7Validator:
     crd = yaml.safe_load((CRD_DIR / CRD_FILES[kind]).read_text())
     assert crd["spec"]["names"]["kind"] == kind and crd["spec"]["group"] == "ray.io"

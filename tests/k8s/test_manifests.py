@@ -17,6 +17,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import crd_schema  # noqa: E402
+
 from jobs import k8s  # noqa: E402
 
 OVERLAYS = sorted(k8s.OVERLAYS)
@@ -30,7 +31,7 @@ needs_kubectl = pytest.mark.skipif(shutil.which("kubectl") is None,
                                    reason="kubectl not installed; the Python build is checked alone")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _built(overlay: str) -> str:
     return json.dumps(k8s.build(REPO / "k8s" / "overlays" / overlay))
 
@@ -351,6 +352,7 @@ def test_ledger_uri_of_dev_writes_to_an_s3_store(tmp_path):
     """The dev overlay's ledger URI (bucket created on first write) against a real S3 server."""
     moto_server = pytest.importorskip("moto.server")
     import pyarrow.fs as pafs
+
     from cluster.ledger import join_uri, open_filesystem
 
     server = moto_server.ThreadedMotoServer(port=0)
@@ -444,9 +446,10 @@ def test_readme_states_each_overlays_cost(overlay):
 
 
 def test_rayservice_builds_the_same_application_as_local_code():
+    from ray.serve.schema import ServeDeploySchema
+
     from cluster import llm_serving
     from cluster.config import as_plain, load_config, model_config
-    from ray.serve.schema import ServeDeploySchema
 
     svc = _by_kind(_docs("serve"), "RayService")[0]
     served = yaml.safe_load(svc["spec"]["serveConfigV2"])

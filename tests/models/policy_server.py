@@ -10,8 +10,9 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable
+from typing import Any
 
 from evalcore.models.base import CallMeta, Sampling
 from evalcore.models.openai_backend import HARNESS_HEADER, SIMULATED_FINGERPRINT, STAGE_HEADER
@@ -67,7 +68,7 @@ class PolicyServer:
                 "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
                 "usage": usage}
 
-    def __enter__(self) -> "PolicyServer":
+    def __enter__(self) -> PolicyServer:
         self._thread.start()
         return self
 

@@ -4,7 +4,12 @@ from __future__ import annotations
 import pytest
 
 from evalcore.extraction import (
-    ORLM_FOOTER, PROFILES, UnknownProfileError, extract_code, extract_submission, fenced_python_blocks,
+    ORLM_FOOTER,
+    PROFILES,
+    UnknownProfileError,
+    extract_code,
+    extract_submission,
+    fenced_python_blocks,
 )
 from evalcore.sandbox import run_program
 from evalcore.sandbox.types import ExecResult, Limits

@@ -14,6 +14,7 @@ from evalcore.reporting import build_report, isc_select, k_values
 from evalcore.reporting.frame import ReportError
 from tests.report.synth import ANSWERS, MODEL_META, PLANNED, ledger_frame, rows
 
+
 @pytest.fixture(scope="module")
 def rep():
     return build_report(ledger_frame(), ANSWERS, PLANNED, model_meta=MODEL_META, compare=("direct", "opticycle"))
@@ -281,7 +282,7 @@ def test_profile_change_regrades(rep):
 
 
 def test_plan_table_names_missing_and_rejects_unplanned_rows():
-    plan = pd.DataFrame([dict(key=f"{m}/{x}/{b}/{p}/{s}/h", model=m, method=x, benchmark=b, problem_id=p, sample=s)
+    plan = pd.DataFrame([{"key": f"{m}/{x}/{b}/{p}/{s}/h", "model": m, "method": x, "benchmark": b, "problem_id": p, "sample": s}
                          for (m, x, b), n in PLANNED.items()
                          for p in sorted(ANSWERS[b].answers) for s in range(n // len(ANSWERS[b]))])
     r = build_report(ledger_frame(), ANSWERS, plan)

@@ -39,7 +39,7 @@ def _sweep_rows(seed: int = 11) -> tuple[list[dict], dict, dict]:
                 ans = key.answers[pid]
                 right = rng.random() < min(1.0, p + 0.1 * mi)
                 sub = ans if right else (12345.0 if not isinstance(ans, str) else 1.0)
-                rows.append({**{c: None for c in empty_table().schema.names},
+                rows.append({**dict.fromkeys(empty_table().schema.names),
                              "key": f"m/{method}/sample/{pid}/{s}", "sweep": "t", "model": "m", "method": method,
                              "benchmark": "sample", "problem_id": pid, "sample": s, "seed": s,
                              "status": "submitted", **submission_fields(sub), "correct": grade(sub, ans),

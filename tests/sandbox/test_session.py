@@ -6,7 +6,7 @@ import time
 import uuid
 
 from evalcore.harnesses.base import Executor
-from evalcore.sandbox import ERROR, KILLED, MEMORY, OK, LocalExecutor, Limits
+from evalcore.sandbox import ERROR, KILLED, MEMORY, OK, Limits, LocalExecutor
 
 from .conftest import host_pids_with, wait_gone
 

@@ -22,7 +22,8 @@ from evalcore.harnesses import Budgets, HarnessContext, get_harness
 from evalcore.models.base import Sampling
 from evalcore.problems import AnswerKey, ProblemSpec
 from evalcore.reporting.frame import prepare
-from evalcore.reporting.semopt import main as report_main, semopt_report
+from evalcore.reporting.semopt import main as report_main
+from evalcore.reporting.semopt import semopt_report
 from tests.semopt.test_semopt_harness import ScriptedModel
 
 KEY = AnswerKey("U", {"p1": 7.0, "p2": 5.0})

@@ -3,7 +3,6 @@ generation_config and language-only loading; no accelerator type hard-coded in a
 from __future__ import annotations
 
 import copy
-import io
 import zipfile
 from pathlib import Path
 
