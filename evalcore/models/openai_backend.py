@@ -22,6 +22,7 @@ included (what the harness waited). Reasoning models: ``text`` is the message
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 import random
@@ -57,59 +58,44 @@ MAX_BACKOFF_S = 60.0
 POOL_LIMITS = httpx.Limits(max_connections=2048, max_keepalive_connections=512, keepalive_expiry=60.0)
 
 
-class OpenAIChatModel:
-    """``ChatModel`` over ``POST {base_url}/chat/completions``.
+class TransportFailure(Exception):
+    """A request that got no HTTP-level answer (connection refused, timeout, a lost replica):
+    infrastructure, retried with backoff, then ``ModelError``."""
 
-    ``base_url`` includes the API prefix, e.g. ``http://host:8000/v1``. The API key is
-    read from ``api_key_env`` once, at construction; when the variable is unset no
-    ``Authorization`` header is sent (local vLLM needs none).
+
+class ChatCompletionsModel:
+    """The OpenAI chat-completions protocol independent of how a request travels.
+
+    Why split from the transport: a model served by this cluster can be reached over HTTP or
+    through a Serve deployment handle, and it must see the byte-identical request and be
+    answered with the same error classes either way. Subclasses implement :meth:`_send`
+    (raw JSON body + side-channel meta -> status, response bytes, Retry-After); the body,
+    retries, backoff, error classes and response parsing live here once.
     """
 
     def __init__(
         self,
         name: str,
-        base_url: str,
         model_id: str,
-        api_key_env: str = "OPENAI_API_KEY",
+        target: str,
         timeout_s: float = 600,
         max_retries: int = 4,
         backoff_s: float = 1.0,
         extra_body: dict[str, Any] | None = None,
-        pool_shards: int = 1,
     ) -> None:
-        if not base_url:
-            raise ValueError(f"model {name!r}: base_url is required for the openai backend")
         if not model_id:
             raise ValueError(f"model {name!r}: model_id is required for the openai backend")
         if max_retries < 0:
             raise ValueError(f"model {name!r}: max_retries must be >= 0, got {max_retries!r}")
         if timeout_s <= 0:
             raise ValueError(f"model {name!r}: timeout_s must be > 0, got {timeout_s!r}")
-        if pool_shards < 1:
-            raise ValueError(f"model {name!r}: pool_shards must be >= 1, got {pool_shards!r}")
         self.name = name
-        self.base_url = base_url.rstrip("/")
-        self.url = f"{self.base_url}/chat/completions"
         self.model_id = model_id
-        self.api_key_env = api_key_env
+        self.target = target  # where requests go, for messages (a URL or a Serve deployment)
         self.timeout_s = float(timeout_s)
         self.max_retries = int(max_retries)
         self.backoff_s = float(backoff_s)
         self.extra_body = dict(extra_body or {})
-        key = os.environ.get(api_key_env) if api_key_env else None
-        self._headers = {"Content-Type": "application/json"}
-        if key:
-            self._headers["Authorization"] = f"Bearer {key}"
-        # httpcore scans every pooled connection each time a request enters or leaves its
-        # pool; a client with many concurrent requests (a harness worker) spreads them over
-        # a few small pools so each scan stays short (bench/bench_sweep.py measured it).
-        self.pool_shards = int(pool_shards)
-        self._clients: list[httpx.AsyncClient] = []
-        self._client_loop: asyncio.AbstractEventLoop | None = None
-        self._next = 0
-
-    def __repr__(self) -> str:  # never shows the key
-        return f"OpenAIChatModel(name={self.name!r}, url={self.url!r}, model_id={self.model_id!r})"
 
     # -- request ---------------------------------------------------------------------------
 
@@ -132,6 +118,122 @@ class OpenAIChatModel:
                     body[key] = value
         return body
 
+    async def _send(self, raw: bytes, meta: CallMeta | None) -> tuple[int, bytes, float | None]:
+        """One attempt: (status, response body, Retry-After seconds or None); raises
+        ``TransportFailure`` when no answer came back."""
+        raise NotImplementedError
+
+    async def aclose(self) -> None:
+        """Release the transport's resources (nothing by default)."""
+
+    def _backoff(self, attempt: int, retry_after: float | None) -> float:
+        delay = self.backoff_s * (2**attempt) * (0.5 + random.random())  # full jitter around 2^n
+        if retry_after is not None:
+            delay = max(delay, retry_after)
+        return min(delay, MAX_BACKOFF_S)
+
+    async def chat(
+        self, messages: list[Message], sampling: Sampling, seed: int, meta: CallMeta | None = None
+    ) -> Completion:
+        raw = encode_body(self.request_body(messages, sampling, seed))
+        start = time.perf_counter()
+        last = "no attempt made"
+        attempts = self.max_retries + 1
+        for attempt in range(attempts):
+            retry_after: float | None = None
+            try:
+                status, content, retry_after = await self._send(raw, meta)
+            except TransportFailure as exc:
+                last = str(exc)
+            else:
+                if status == 200:
+                    return self._parse(content, time.perf_counter() - start)
+                last = f"HTTP {status}: {_snippet(_text(content))}"
+                if status in MODEL_FAULT_STATUSES:
+                    return self._rejected(last, time.perf_counter() - start)
+                if not _retryable(status):
+                    raise ModelError(f"model {self.name!r} at {self.target}: {last} (not retried)")
+            if attempt + 1 < attempts:
+                delay = self._backoff(attempt, retry_after)
+                log.warning("model %r at %s: %s; retry %d/%d in %.2fs",
+                            self.name, self.target, last, attempt + 1, self.max_retries, delay)
+                await asyncio.sleep(delay)
+        raise ModelError(f"model {self.name!r} at {self.target}: failed after {attempts} attempt(s); last: {last}")
+
+    # -- response --------------------------------------------------------------------------
+
+    def _rejected(self, reason: str, latency_s: float) -> Completion:
+        """The model refused this request: an empty completion the harness sees (and records:
+        ``finish_reason`` carries the reason), not an infrastructure error."""
+        log.warning("model %r at %s refused the request: %s", self.name, self.target, reason)
+        return Completion(text="", usage=Usage(), finish_reason=f"{REJECTED}: {_snippet(reason, 200)}",
+                          latency_s=latency_s)
+
+    def _parse(self, content: bytes, latency_s: float) -> Completion:
+        try:
+            data = json.loads(content)
+            choice = data["choices"][0]
+            message = choice.get("message") or {}
+        except (ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
+            raise ModelError(
+                f"model {self.name!r} at {self.target}: malformed response ({type(exc).__name__}: {exc}): "
+                f"{_snippet(_text(content))}"
+            ) from exc
+        reasoning = message.get("reasoning_content") or message.get("reasoning") or None
+        return Completion(
+            text=message.get("content") or "",
+            usage=parse_usage(data.get("usage")),
+            finish_reason=choice.get("finish_reason"),
+            latency_s=latency_s,
+            simulated=data.get("system_fingerprint") == SIMULATED_FINGERPRINT,
+            reasoning=reasoning if isinstance(reasoning, str) else None,
+        )
+
+
+class OpenAIChatModel(ChatCompletionsModel):
+    """``ChatModel`` over ``POST {base_url}/chat/completions``.
+
+    ``base_url`` includes the API prefix, e.g. ``http://host:8000/v1``. The API key is
+    read from ``api_key_env`` once, at construction; when the variable is unset no
+    ``Authorization`` header is sent (local vLLM needs none).
+    """
+
+    def __init__(
+        self,
+        name: str,
+        base_url: str,
+        model_id: str,
+        api_key_env: str = "OPENAI_API_KEY",
+        timeout_s: float = 600,
+        max_retries: int = 4,
+        backoff_s: float = 1.0,
+        extra_body: dict[str, Any] | None = None,
+        pool_shards: int = 1,
+    ) -> None:
+        if not base_url:
+            raise ValueError(f"model {name!r}: base_url is required for the openai backend")
+        if pool_shards < 1:
+            raise ValueError(f"model {name!r}: pool_shards must be >= 1, got {pool_shards!r}")
+        self.base_url = base_url.rstrip("/")
+        self.url = f"{self.base_url}/chat/completions"
+        super().__init__(name, model_id, self.url, timeout_s=timeout_s, max_retries=max_retries,
+                         backoff_s=backoff_s, extra_body=extra_body)
+        self.api_key_env = api_key_env
+        key = os.environ.get(api_key_env) if api_key_env else None
+        self._headers = {"Content-Type": "application/json"}
+        if key:
+            self._headers["Authorization"] = f"Bearer {key}"
+        # httpcore scans every pooled connection each time a request enters or leaves its
+        # pool; a client with many concurrent requests (a harness worker) spreads them over
+        # a few small pools so each scan stays short (bench/bench_sweep.py measured it).
+        self.pool_shards = int(pool_shards)
+        self._clients: list[httpx.AsyncClient] = []
+        self._client_loop: asyncio.AbstractEventLoop | None = None
+        self._next = 0
+
+    def __repr__(self) -> str:  # never shows the key
+        return f"OpenAIChatModel(name={self.name!r}, url={self.url!r}, model_id={self.model_id!r})"
+
     def _client_for_loop(self) -> httpx.AsyncClient:
         # An AsyncClient's connections belong to the loop that opened them; a model object
         # reused under another loop (tests, asyncio.run per call) gets fresh clients.
@@ -151,73 +253,21 @@ class OpenAIChatModel:
                 await client.aclose()
         self._clients = []
 
-    def _backoff(self, attempt: int, retry_after: float | None) -> float:
-        delay = self.backoff_s * (2**attempt) * (0.5 + random.random())  # full jitter around 2^n
-        if retry_after is not None:
-            delay = max(delay, retry_after)
-        return min(delay, MAX_BACKOFF_S)
-
-    async def chat(
-        self, messages: list[Message], sampling: Sampling, seed: int, meta: CallMeta | None = None
-    ) -> Completion:
-        body = self.request_body(messages, sampling, seed)
-        headers = meta_headers(meta)
+    async def _send(self, raw: bytes, meta: CallMeta | None) -> tuple[int, bytes, float | None]:
         client = self._client_for_loop()
-        start = time.perf_counter()
-        last = "no attempt made"
-        attempts = self.max_retries + 1
-        for attempt in range(attempts):
-            retry_after: float | None = None
-            try:
-                response = await client.post(self.url, json=body, headers=headers)
-            except httpx.TimeoutException as exc:
-                last = f"timeout after {self.timeout_s:g}s ({type(exc).__name__})"
-            except httpx.TransportError as exc:
-                last = f"connection error ({type(exc).__name__}: {exc})"
-            else:
-                if response.status_code == 200:
-                    return self._parse(response, time.perf_counter() - start)
-                last = f"HTTP {response.status_code}: {_snippet(response.text)}"
-                if response.status_code in MODEL_FAULT_STATUSES:
-                    return self._rejected(last, time.perf_counter() - start)
-                if not _retryable(response.status_code):
-                    raise ModelError(f"model {self.name!r} at {self.url}: {last} (not retried)")
-                retry_after = _retry_after(response)
-            if attempt + 1 < attempts:
-                delay = self._backoff(attempt, retry_after)
-                log.warning("model %r at %s: %s; retry %d/%d in %.2fs",
-                            self.name, self.url, last, attempt + 1, self.max_retries, delay)
-                await asyncio.sleep(delay)
-        raise ModelError(f"model {self.name!r} at {self.url}: failed after {attempts} attempt(s); last: {last}")
-
-    # -- response --------------------------------------------------------------------------
-
-    def _rejected(self, reason: str, latency_s: float) -> Completion:
-        """The model refused this request: an empty completion the harness sees (and records:
-        ``finish_reason`` carries the reason), not an infrastructure error."""
-        log.warning("model %r at %s refused the request: %s", self.name, self.url, reason)
-        return Completion(text="", usage=Usage(), finish_reason=f"{REJECTED}: {_snippet(reason, 200)}",
-                          latency_s=latency_s)
-
-    def _parse(self, response: httpx.Response, latency_s: float) -> Completion:
         try:
-            data = response.json()
-            choice = data["choices"][0]
-            message = choice.get("message") or {}
-        except (ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
-            raise ModelError(
-                f"model {self.name!r} at {self.url}: malformed response ({type(exc).__name__}: {exc}): "
-                f"{_snippet(response.text)}"
-            ) from exc
-        reasoning = message.get("reasoning_content") or message.get("reasoning") or None
-        return Completion(
-            text=message.get("content") or "",
-            usage=parse_usage(data.get("usage")),
-            finish_reason=choice.get("finish_reason"),
-            latency_s=latency_s,
-            simulated=data.get("system_fingerprint") == SIMULATED_FINGERPRINT,
-            reasoning=reasoning if isinstance(reasoning, str) else None,
-        )
+            response = await client.post(self.url, content=raw, headers=meta_headers(meta))
+        except httpx.TimeoutException as exc:
+            raise TransportFailure(f"timeout after {self.timeout_s:g}s ({type(exc).__name__})") from exc
+        except httpx.TransportError as exc:
+            raise TransportFailure(f"connection error ({type(exc).__name__}: {exc})") from exc
+        return response.status_code, response.content, _retry_after(response)
+
+
+def encode_body(body: dict[str, Any]) -> bytes:
+    """The request's bytes, exactly as ``httpx`` encodes ``json=`` (compact, UTF-8, no NaN):
+    every route sends these same bytes."""
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode("utf-8")
 
 
 def meta_headers(meta: CallMeta | None) -> dict[str, str]:
@@ -256,6 +306,10 @@ def _retry_after(response: httpx.Response) -> float | None:
         return max(0.0, float(value)) if value is not None else None
     except ValueError:  # HTTP-date form: ignore, the exponential backoff applies
         return None
+
+
+def _text(content: bytes) -> str:
+    return content.decode("utf-8", errors="replace")
 
 
 def _snippet(text: str, limit: int = 300) -> str:
