@@ -146,6 +146,7 @@ class ServingSection:
     cpus_per_gpu: float = 1.0
     ingress_cpus: float = 1.0
     standin: bool = False
+    route: str = "handle"
 
 
 @dataclass

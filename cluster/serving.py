@@ -42,6 +42,9 @@ class Endpoint:
     extra_body: dict[str, Any] = field(default_factory=dict)
     model_cfg: dict[str, Any] | None = None  # only for in-process backends
     app_name: str | None = None  # the Serve application we deployed for it, if any
+    # (deployment, app) when workers call it through a Serve handle (serving.route=handle,
+    # cluster.serve_handle); None: over base_url
+    handle: tuple[str, str] | None = None
 
     def __hash__(self) -> int:  # extra_body is a dict; identity is the name and URL
         return hash((self.name, self.base_url, self.model_id))
@@ -130,6 +133,11 @@ class SimulatedOpenAI:
             return _json(200, {"object": "list",
                                "data": [{"id": self._name, "object": "model", "owned_by": SIMULATED_FINGERPRINT}]})
         return _error(404, f"no route {path!r}: use {CHAT_PATH} or {MODELS_PATH}")
+
+    async def respond(self, raw: bytes, meta: Any = None) -> tuple[int, bytes]:
+        """The handle route (``cluster.serve_handle``): the same body and meta as over HTTP."""
+        r = await self.chat(raw, meta)
+        return r.status_code, bytes(r.body)
 
     async def chat(self, raw: bytes, meta: Any = None) -> Response:
         try:
@@ -351,6 +359,7 @@ def deploy_stage(models: list[dict[str, Any]], cfg: Any) -> dict[str, Endpoint]:
         wait_ready(eps, float(cfg.serving.ready_timeout_s))
         if vllm:
             eps.update(deploy_vllm(vllm, cfg))
+        eps = with_routes(eps, models, cfg)
     except BaseException:
         try:
             teardown_stage(eps, models)
@@ -358,6 +367,35 @@ def deploy_stage(models: list[dict[str, Any]], cfg: Any) -> dict[str, Endpoint]:
             print(f"[serving] teardown after a failed deploy failed too: {exc}", flush=True)
         raise
     return eps
+
+
+def with_routes(endpoints: dict[str, Endpoint], models: list[dict[str, Any]], cfg: Any) -> dict[str, Endpoint]:
+    """``serving.route``: with ``handle``, the apps this cluster deployed that answer through a
+    handle (the simulated policy's, the stand-ins') get their (deployment, app); external URLs,
+    in-process backends and real vLLM apps keep their route."""
+    from cluster.config import ConfigError
+    from cluster.serve_handle import HANDLE_ROUTE, ROUTES
+
+    route = str(getattr(cfg.serving, "route", HANDLE_ROUTE))
+    if route not in ROUTES:
+        raise ConfigError(f"serving.route: {route!r} is not one of {', '.join(ROUTES)}")
+    if route != HANDLE_ROUTE:
+        return endpoints
+    from dataclasses import replace
+
+    from cluster.llm_serving import server_deployment_name
+
+    standin = bool(getattr(cfg.serving, "standin", False))
+    backends = {str(m["name"]): m.get("backend") for m in models}
+    out = {}
+    for name, ep in endpoints.items():
+        target = None
+        if ep.app_name and backends.get(name) == "simulated":
+            target = (SimulatedOpenAI.name, ep.app_name)  # type: ignore[attr-defined]  # a Deployment at runtime
+        elif ep.app_name and backends.get(name) == "vllm" and standin:
+            target = (server_deployment_name(ep.model_id), ep.app_name)
+        out[name] = replace(ep, handle=target) if target else ep
+    return out
 
 
 def teardown_stage(endpoints: dict[str, Endpoint], models: list[dict[str, Any]] | None = None) -> list[str]:

@@ -67,7 +67,12 @@ POOL_SHARDS = 8
 
 
 def build_client(ep: Endpoint) -> Any:
-    """An HTTP client for served endpoints; in-process backends (replay) via make_model."""
+    """A Serve-handle client for apps this cluster serves (``ep.handle``, serving.route=handle),
+    an HTTP client for other served endpoints; in-process backends (replay) via make_model."""
+    if ep.handle:
+        from cluster.serve_handle import handle_client
+
+        return handle_client(ep)
     if ep.base_url:
         from evalcore.models.openai_backend import OpenAIChatModel
 
