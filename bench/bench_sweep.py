@@ -2,10 +2,13 @@
 
 Why this ratio: the executors are the floor of a sweep's cost on CPU (every trajectory
 runs a solver program). With the simulated policy at zero latency (``sim-fast``), the
-rest of the path (plan, Serve HTTP, worker, executor facade, grading, Parquet commits)
+rest of the path (plan, Serve, worker, executor facade, grading, Parquet commits)
 should add little: target sweep/executor-only >= 0.8.
 
-    python bench/bench_sweep.py [--problems N] [--samples K]
+    python bench/bench_sweep.py [--problems N] [--samples K] [--routes http,handle]
+
+One sweep per ``serving.route`` (``http``: through Serve's HTTP proxy; ``handle``: a Serve
+deployment handle from the worker to the replica), each against the same baseline.
 
 Baseline: the programs the simulated policy writes for exactly those Direct
 trajectories (captured in process with the same harness, model and seeds), run
@@ -23,13 +26,12 @@ import argparse
 import asyncio
 import json
 import os
+import pickle
 import sys
 import tempfile
 import time
-from pathlib import Path
+from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 
@@ -50,8 +52,9 @@ class _Capture:
         raise NotImplementedError
 
 
-async def capture_programs(prep) -> list[str]:
-    """The program of every planned Direct trajectory, produced in process by the same policy."""
+async def capture_programs(prep) -> tuple[list[str], list[Any]]:
+    """The program of every planned Direct trajectory, produced in process by the same policy
+    (and the first trajectories, for the wire-size figures)."""
     from cluster.serving import simulated_model_cfg
     from evalcore.harnesses import get_harness
     from evalcore.harnesses.base import HarnessContext
@@ -59,12 +62,15 @@ async def capture_programs(prep) -> list[str]:
 
     cap = _Capture()
     models = {m: make_model(simulated_model_cfg(prep.model_cfgs[m])) for m in prep.model_cfgs}
+    trajectories: list[Any] = []
     for it in prep.plan:
         sampling, budgets = prep.run_params(it.model, it.method)
         ctx = HarnessContext(model=models[it.model], executor=cap, sampling=sampling, sample=it.sample,
                              budgets=budgets, model_name=it.model, method=it.method)
-        await get_harness("direct").run(prep.problems[(it.benchmark, it.problem_id)], ctx)
-    return cap.programs
+        traj = await get_harness("direct").run(prep.problems[(it.benchmark, it.problem_id)], ctx)
+        if len(trajectories) < 20:
+            trajectories.append(traj)
+    return cap.programs, trajectories
 
 
 async def executor_only(programs: list[str], handles: list, slots: int, limits) -> tuple[float, float, float]:
@@ -129,7 +135,7 @@ class CpuSampler:
                         if self._roles.get(p.pid, "ray:").startswith("ray:"):  # Ray renames its workers later
                             role = _role(" ".join(p.cmdline())[:200], p.name()) or f"other:{p.name()}"
                             if self._roles.get(p.ppid()) in ("evalcore.sandbox", "fork"):
-                                role = "fork"  # a sandboxed run (and its solver): counted, once reaped, in the server's children_*
+                                role = "fork"  # a sandboxed run (and its solver): counted once reaped, in the server's children_*
                             self._roles[p.pid] = role
                         ct = p.cpu_times()
                 except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
@@ -144,7 +150,7 @@ class CpuSampler:
         """CPU seconds per role spent between monotonic times t0 and t1 (last samples at or before each)."""
         out: dict[str, float] = {}
         for pid, series in self._samples.items():
-            def at(t: float) -> float:
+            def at(t: float, series: list[tuple[float, float]] = series) -> float:
                 v = 0.0
                 for ts, cpu in series:
                     if ts > t:
@@ -157,6 +163,12 @@ class CpuSampler:
         return out
 
 
+COMPONENTS = {  # process role -> the component it is reported as
+    "ProxyActor": "serve_proxy", "ServeReplica": "serve_replica", "HarnessWorker": "harness_worker",
+    "ExecutorActor": "executor_actor", "evalcore.sandbox": "sandboxed_programs", "bench_sweep": "driver",
+}
+
+
 def _role(cmd: str, name: str) -> str | None:
     for key in ("ExecutorActor", "HarnessWorker", "ProxyActor", "ServeReplica", "ServeController", "raylet",
                 "gcs_server", "bench_sweep", "evalcore.sandbox", "dashboard", "log_monitor"):
@@ -165,13 +177,64 @@ def _role(cmd: str, name: str) -> str | None:
     return f"ray::{cmd[5:].split()[0][:30]}" if cmd.startswith("ray::") else ("ray:other" if "ray/" in cmd else None)
 
 
+def wire_costs(prep: Any, trajectories: list[Any]) -> dict[str, Any]:
+    """Bytes and serialization CPU of what crosses Ray per trajectory: the ``TrajectoryTask``
+    (driver -> worker, built as the driver builds it) and the ``Trajectory`` back."""
+    import ray.cloudpickle as cloudpickle
+
+    from cluster.serving import Endpoint
+    from cluster.workers import TrajectoryTask
+
+    ep = Endpoint(name="sim-fast", base_url="http://127.0.0.1:8000/sim-fast/v1", model_id="sim-fast",
+                  simulated=True, app_name="opteval-sim-sim-fast")
+    tasks = []
+    for it in list(prep.plan)[: len(trajectories)]:
+        me = prep.method_cfgs[it.method]
+        sampling, budgets = prep.run_params(it.model, it.method)
+        tasks.append(TrajectoryTask(
+            key=it.key, model=it.model, method=it.method, harness=str(me.get("harness", it.method)),
+            extraction=str(me.get("extraction", "submit")), problem=prep.problems[(it.benchmark, it.problem_id)],
+            sample=int(it.sample), sampling=sampling, budgets=budgets, endpoint=ep,
+            stages=dict(me.get("stages") or {}), solvers=tuple(prep.cfg.solvers),
+            prompt=dict(prep.model_cfgs[it.model].get("prompt") or {}), params=dict(me.get("params") or {})))
+
+    def cost(objs: list[Any]) -> dict[str, float]:
+        t0 = time.process_time()
+        blobs = [cloudpickle.dumps(o) for o in objs for _ in range(10)]
+        t1 = time.process_time()
+        for b in blobs:
+            pickle.loads(b)
+        t2 = time.process_time()
+        n = len(blobs)
+        return {"bytes": round(sum(map(len, blobs)) / n), "dump_ms": round(1000 * (t1 - t0) / n, 3),
+                "load_ms": round(1000 * (t2 - t1) / n, 3)}
+
+    constant = ("sampling", "budgets", "endpoint", "stages", "solvers", "prompt", "params")
+    return {"task": cost(tasks), "trajectory": cost(trajectories),
+            "task_bytes_constant_per_model_method": round(sum(len(cloudpickle.dumps(getattr(t, f)))
+                                                              for t in tasks for f in constant) / len(tasks))}
+
+
+def per_item_ms(cpu: dict[str, float], rate: float, t_0: float, t_1: float) -> dict[str, float]:
+    """CPU ms per item by component over a steady window (other roles under their own names)."""
+    n = rate * (t_1 - t_0)  # items finished in the window
+    rows: dict[str, float] = {}
+    for role, sec in cpu.items():
+        comp = COMPONENTS.get(role, role)
+        rows[comp] = rows.get(comp, 0.0) + 1000 * sec / max(1.0, n)
+    out = {k: round(v, 1) for k, v in sorted(rows.items(), key=lambda kv: -kv[1]) if v >= 0.05}
+    out["TOTAL"] = round(sum(rows.values()), 1)
+    return out
+
+
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--problems", type=int, default=46)
     ap.add_argument("--samples", type=int, default=3)
     ap.add_argument("--port", type=int, default=8347)
+    ap.add_argument("--routes", default="http,handle", help="serving.route values, one sweep each, in this order")
     args = ap.parse_args()
-
+    routes = [r for r in args.routes.split(",") if r]
 
     from cluster.config import load_config
     from cluster.executors import start_executors
@@ -180,55 +243,71 @@ def main() -> int:
     from evalcore.sandbox.types import Limits
 
     out = tempfile.mkdtemp(prefix="opteval-bench-")
-    cfg = load_config([
-        "sweep.name=bench", f"sweep.output_dir={out}", "models=[sim-fast]", "methods=[direct]", "benchmarks=[sample]",
-        f"limit_problems={args.problems}", f"samples.default={args.samples}", f"serving.http_port={args.port}",
-        "tracking.enabled=false", "progress.interval_s=5",
-    ])
-    prep = prepare(cfg)
-    programs = asyncio.run(capture_programs(prep))
+
+    def config(route: str) -> Any:
+        return load_config([
+            f"sweep.name=bench-{route}", f"sweep.output_dir={out}", "models=[sim-fast]", "methods=[direct]",
+            "benchmarks=[sample]", f"limit_problems={args.problems}", f"samples.default={args.samples}",
+            f"serving.http_port={args.port}", f"serving.route={route}", "tracking.enabled=false",
+            "progress.interval_s=5",
+        ])
+
+    cfg = config(routes[0])
+    first = prepare(cfg, read_only=True)
+    programs, trajectories = asyncio.run(capture_programs(first))
+    load = {"start": [round(x, 2) for x in os.getloadavg()]}
     rt = connect(None)
+    sweeps: dict[str, Any] = {}
     try:
         limits = Limits(**dict(cfg.limits))
         n_exec = executor_count(cfg)
-        handles = start_executors("bench-baseline", n_exec, float(cfg.cluster.executor_cpus), limits)
+        handles = start_executors("bench-baseline", n_exec, float(cfg.cluster.executor_cpus), limits,
+                                  tuple(cfg.solvers), int(cfg.cluster.get("sandbox_pool", 2)))  # as the sweep's
         inflight = int(cfg.cluster.max_in_flight_per_model)  # as many queued as the sweep keeps in flight
         sampler = CpuSampler().start()
         asyncio.run(executor_only(programs[: min(64, len(programs))], handles, inflight, limits))  # warm up
         base_rate, b0, b1 = asyncio.run(executor_only(programs, handles, inflight, limits))
         base_cpu = sampler.window(b0, b1)
         stop_actors(handles)
-        t0 = time.perf_counter()
-        run = asyncio.run(drive(prep))
-        total_wall = time.perf_counter() - t0
-        ft = run.progress.finish_times
-        s0, s1 = ft[int(len(ft) * 0.1)], ft[-1]
-        time.sleep(0.5)
+        for route in routes:
+            prep = prepare(config(route))
+            try:
+                t0 = time.perf_counter()
+                run = asyncio.run(drive(prep))
+                wall = time.perf_counter() - t0
+            finally:
+                prep.ledger.close()
+            ft = run.progress.finish_times
+            s0, s1 = ft[int(len(ft) * 0.1)], ft[-1]
+            time.sleep(0.5)
+            rate = run.progress.steady_rate()
+            sweeps[route] = {"rate": rate, "window": (s0, s1), "wall": wall, "done": run.progress.done,
+                             "rate_all": run.progress.done / max(1e-9, run.progress.dispatch_wall())}
         sampler.stop()
-        sweep_cpu = sampler.window(s0, s1)
-        sweep_rate = run.progress.steady_rate()
-        sweep_rate_all = run.progress.done / max(1e-9, run.progress.dispatch_wall())
+        for sw in sweeps.values():
+            sw["cpu"] = sampler.window(*sw["window"])
     finally:
         disconnect(rt)
+    load["end"] = [round(x, 2) for x in os.getloadavg()]
 
-    def per_item_ms(cpu: dict[str, float], rate: float, t_0: float, t_1: float) -> dict[str, float]:
-        n = rate * (t_1 - t_0)  # items finished in the window
-        rows = {k: round(1000 * v / max(1.0, n), 1) for k, v in sorted(cpu.items(), key=lambda kv: -kv[1])}
-        rows = {k: v for k, v in rows.items() if v >= 0.1}
-        rows["TOTAL"] = round(sum(rows.values()), 1)
-        return rows
-
-    figures = {
-        "trajectories": len(prep.plan), "executors": n_exec, "cpus": os.cpu_count(),
+    base_ms = per_item_ms(base_cpu, base_rate, b0, b1)
+    figures: dict[str, Any] = {
+        "trajectories": len(first.plan), "executors": n_exec, "cpus": os.cpu_count(), "load_average": load,
         "executor_only_programs_per_s": round(base_rate, 3),
-        "sweep_trajectories_per_s": round(sweep_rate, 3),
-        "ratio": round(sweep_rate / base_rate, 3), "target": 0.8,
-        "sweep_trajectories_per_s_incl_ramp_up": round(sweep_rate_all, 3),
-        "sweep_wall_s_incl_actor_start_and_deploy": round(total_wall, 1),
-        # CPU ms per item by process role over each steady window (ExecutorActor includes its sandbox forks)
-        "executor_only_cpu_ms_per_program": per_item_ms(base_cpu, base_rate, b0, b1),
-        "sweep_cpu_ms_per_trajectory": per_item_ms(sweep_cpu, sweep_rate, s0, s1),
+        # CPU ms per program by component (executor_actor + sandboxed_programs are the floor)
+        "executor_only_cpu_ms_per_program": base_ms, "target_ratio": 0.8,
     }
+    for route, sw in sweeps.items():
+        ms = per_item_ms(sw["cpu"], sw["rate"], *sw["window"])
+        figures[f"route_{route}"] = {
+            "sweep_trajectories_per_s": round(sw["rate"], 3),
+            "ratio": round(sw["rate"] / base_rate, 3),
+            "sweep_trajectories_per_s_incl_ramp_up": round(sw["rate_all"], 3),
+            "sweep_wall_s_incl_actor_start_and_deploy": round(sw["wall"], 1),
+            "cpu_ms_per_trajectory": ms,
+            "cpu_per_trajectory_vs_per_program": round(ms["TOTAL"] / max(1e-9, base_ms["TOTAL"]), 2),
+        }
+    figures["wire_per_trajectory"] = wire_costs(first, trajectories)
     print(json.dumps(figures, indent=2))
     return 0
 
