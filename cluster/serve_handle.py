@@ -32,34 +32,25 @@ class ServeHandleChatModel(ChatCompletionsModel):
     """``ChatModel`` over ``respond`` of a Serve deployment (``deployment`` in ``app``)."""
 
     def __init__(self, name: str, model_id: str, deployment: str, app: str, timeout_s: float = 600,
-                 max_retries: int = 4, backoff_s: float = 1.0, extra_body: dict[str, Any] | None = None,
-                 separate_loop: bool = False) -> None:
+                 max_retries: int = 4, backoff_s: float = 1.0, extra_body: dict[str, Any] | None = None) -> None:
         super().__init__(name, model_id, f"serve://{app}/{deployment}", timeout_s=timeout_s,
                          max_retries=max_retries, backoff_s=backoff_s, extra_body=extra_body)
         self.deployment, self.app = deployment, app
-        self.separate_loop = separate_loop
         self._handle: Any = None
-        self._loop: asyncio.AbstractEventLoop | None = None
 
     def __repr__(self) -> str:
         return f"ServeHandleChatModel(name={self.name!r}, target={self.target!r}, model_id={self.model_id!r})"
 
     def _method(self) -> Any:
-        # The handle's router runs on the caller's event loop (the worker's): Serve's default
-        # runs it on a thread of its own and hands every request and answer across threads,
-        # which cost the worker more CPU than the proxy saved (bench/bench_sweep.py). A
-        # router belongs to one loop, so a model reused under another loop gets a new handle.
-        loop = asyncio.get_running_loop()
-        if self._handle is None or self._loop is not loop:
-            from ray.serve.handle import DeploymentHandle
+        if self._handle is None:
+            from ray import serve
 
-            # A handle of our own (serve.get_deployment_handle returns a shared, cached one
-            # whose router may already run elsewhere), made without asking the controller
-            # whether the deployment exists (a blocking call on the event loop): one that
-            # is not there fails the call (retried, then ModelError).
-            handle: DeploymentHandle[Any] = DeploymentHandle(self.deployment, self.app)
-            handle._init(_run_router_in_separate_loop=self.separate_loop)
-            self._handle, self._loop = handle, loop
+            # _check_exists=False: no blocking call to the controller on the worker's event
+            # loop; a deployment that is not there fails the call (retried, then ModelError).
+            # The router runs on Serve's own thread (its default): running it on the worker's
+            # loop instead (the private _run_router_in_separate_loop=False) measured no cheaper.
+            self._handle = serve.get_deployment_handle(self.deployment, self.app, _check_exists=False,
+                                                       _record_telemetry=False)
         return self._handle.respond
 
     async def _send(self, raw: bytes, meta: CallMeta | None) -> tuple[int, bytes, float | None]:
