@@ -163,3 +163,42 @@ def test_a_bad_route_is_a_config_error_naming_the_key(ray_cluster, h, tmp_path):
                                    "tracking.enabled=false", methods="[direct]", limit=1))
     with pytest.raises(ConfigError, match="serving.route"):
         run_sweep(cfg)
+
+
+def test_a_standin_replica_answers_the_same_through_its_handle(ray_cluster):
+    """serving.standin: the handle goes to the model's StandinServer (the name ray.serve.llm
+    gives its LLMServer), past the ingress; it answers what the ingress answers over HTTP."""
+    from types import SimpleNamespace
+
+    from ray import serve
+
+    from cluster.llm_serving import server_deployment_name
+    from cluster.serve_handle import handle_client
+    from cluster.serving import Endpoint, standin_app, with_routes
+    from evalcore.models.base import CallMeta, Sampling
+    from evalcore.models.openai_backend import OpenAIChatModel
+
+    _, port = ray_cluster
+    app, model = "opteval-test-standin", "stand-in-m"
+    placement = {"model": model, "replicas": 1, "bundles": [{"CPU": 0.01}], "strategy": "PACK"}
+    serve.run(standin_app([placement], {}), name=app, route_prefix="/standin-test")
+    try:
+        base = Endpoint(name=model, base_url=f"http://127.0.0.1:{port}/standin-test/v1", model_id=model,
+                        simulated=True, api_key_env="", app_name=app)
+        cfg = SimpleNamespace(serving=SimpleNamespace(route="handle", standin=True))
+        ep = with_routes({model: base}, [{"name": model, "backend": "vllm"}], cfg)[model]
+        assert ep.handle == (server_deployment_name(model), app)  # the chat below proves it is the replica's name
+        assert with_routes({model: base}, [{"name": model, "backend": "vllm"}],
+                           SimpleNamespace(serving=SimpleNamespace(route="handle", standin=False)))[model].handle is None
+        http = OpenAIChatModel(name=model, base_url=str(base.base_url), model_id=model, api_key_env="", max_retries=0)
+        messages = [{"role": "user", "content": "Minimize x subject to x >= 3. Write a program."}]
+        meta = CallMeta("direct", "act")
+
+        async def both() -> list[Any]:
+            return [await m.chat(messages, Sampling(), 42, meta) for m in (http, handle_client(ep))]
+
+        a, b = asyncio.run(both())
+        assert a.text and a.simulated and b.simulated
+        assert (a.text, a.finish_reason, a.usage) == (b.text, b.finish_reason, b.usage)
+    finally:
+        serve.delete(app)
