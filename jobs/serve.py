@@ -19,12 +19,7 @@ from __future__ import annotations
 import os
 import sys
 import time
-from pathlib import Path
 from typing import Any
-
-REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
 
 
 def split_args(argv: list[str]) -> tuple[list[str], bool]:
@@ -76,6 +71,7 @@ def stand_up(cfg: Any) -> tuple[dict[str, Any], list[str]]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     from cluster.config import ConfigError, load_config
 
     raw = list(sys.argv[1:] if argv is None else argv)
@@ -146,5 +142,4 @@ def model_backend(name: str) -> str:
 
 
 if __name__ == "__main__":
-    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     sys.exit(main())
