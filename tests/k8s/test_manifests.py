@@ -7,18 +7,15 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
-REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import crd_schema  # noqa: E402
+from jobs import k8s
+from tests.k8s import crd_schema
 
-from jobs import k8s  # noqa: E402
+REPO = Path(__file__).resolve().parents[2]
 
 OVERLAYS = sorted(k8s.OVERLAYS)
 COMPONENTS = ("gvisor", "user-namespaces")
@@ -462,5 +459,6 @@ def test_rayservice_builds_the_same_application_as_local_code():
     assert app == local
     ids = [c["model_loading_config"]["model_id"] for c in app["args"]["llm_configs"]]
     assert ids == list(ov.service_models)
-    gpus = int(_cluster_spec(svc)["workerGroupSpecs"][0]["template"]["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"])
+    container = _cluster_spec(svc)["workerGroupSpecs"][0]["template"]["spec"]["containers"][0]
+    gpus = int(container["resources"]["limits"]["nvidia.com/gpu"])
     assert gpus >= len(ids)  # one replica of each model fits the one GPU pod
