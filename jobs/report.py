@@ -47,9 +47,10 @@ def parse_args(argv: list[str]) -> tuple[dict[str, Any], list[str]]:
             opts[arg] = True
         elif name in VALUED:
             if not eq:
-                value = next(it, None)
-                if value is None:
+                following = next(it, None)
+                if following is None:
                     raise UsageError(f"{name} needs a value")
+                value = following
             opts[name] = value
         elif arg.startswith("--"):
             raise UsageError(f"unknown option {arg} (known: {', '.join(FLAGS + VALUED)})")
