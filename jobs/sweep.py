@@ -58,18 +58,18 @@ def config_sections(path: Path) -> list[str]:
     text = path.read_text(encoding="utf-8")
     data = yaml.safe_load(text) or {}
     comments: dict[str, str] = {}
-    key = None
-    for line in text.splitlines():  # a top-level key's comment, with its indented '#' continuation lines
+    commented = None  # the top-level key whose comment may continue on the next lines
+    for line in text.splitlines():
         top = re.match(r"([A-Za-z_]\w*):[^#]*(?:#(.*))?$", line)
         more = re.match(r"\s+#(.*)$", line)
         if top:
-            key = top.group(1) if top.group(2) else None
-            if key:
-                comments[key] = top.group(2).strip()
-        elif more and key:
-            comments[key] += " " + more.group(1).strip()
+            commented = top.group(1) if top.group(2) else None
+            if commented:
+                comments[commented] = top.group(2).strip()
+        elif more and commented:
+            comments[commented] += " " + more.group(1).strip()
         else:
-            key = None
+            commented = None
     width = max((len(k) for k in data), default=0)
     lines = []
     for key, value in data.items():
