@@ -9,8 +9,10 @@ from __future__ import annotations
 import ast
 import importlib
 import os
+import signal
 import subprocess
 import sys
+import time
 import tomllib
 from pathlib import Path
 
@@ -107,6 +109,18 @@ def test_a_bad_key_exits_2_with_the_same_one_line_either_way(tmp_path):
     lines = command.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("config error: ") and "no_such_section" in lines[0], command.stderr
     assert command.stderr == script.stderr and command.stdout == script.stdout == ""
+
+
+def test_an_interrupt_during_startup_exits_130_through_the_command(tmp_path):
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    p = subprocess.Popen([sys.executable, "-m", "jobs.cli", "sweep", f"sweep.output_dir={tmp_path}", "serving.http_port=1",
+                          "tracking.enabled=false", "sweep.name=sig"], cwd=REPO, env=env, stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    time.sleep(1.0)
+    os.killpg(p.pid, signal.SIGINT)
+    out, _ = p.communicate(timeout=120)
+    assert p.returncode == 130, out[-3000:]
+    assert "interrupted during startup" in out and "Traceback" not in out
 
 
 def test_the_script_runs_from_another_directory(tmp_path):
