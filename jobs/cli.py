@@ -11,6 +11,7 @@ cluster. Jobs are imported only when run: ``opteval --help`` imports none of the
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 
 # subcommand -> one line; each is the module jobs/<subcommand>.py with main(argv) -> int
@@ -40,6 +41,7 @@ def usage() -> str:
 def run(command: str, argv: list[str]) -> int:
     """Run ``jobs.<command>.main(argv)``; ``sys.argv[0]`` reads ``opteval <command>`` meanwhile
     so that argparse's usage and error lines name the command the user typed."""
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")  # as the scripts' __main__ blocks do
     module = importlib.import_module(f"jobs.{command}")
     saved = sys.argv
     sys.argv = [f"opteval {command}", *argv]

@@ -71,7 +71,6 @@ def stand_up(cfg: Any) -> tuple[dict[str, Any], list[str]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     from cluster.config import ConfigError, load_config
 
     raw = list(sys.argv[1:] if argv is None else argv)
@@ -142,4 +141,5 @@ def model_backend(name: str) -> str:
 
 
 if __name__ == "__main__":
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     sys.exit(main())

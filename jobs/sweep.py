@@ -84,11 +84,6 @@ def config_sections(path: Path) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if {"-h", "--help"} & set(argv):
-        print(usage())
-        return 0
     from cluster import signals
 
     old = signals.install()  # from the first second: Ctrl-C / SIGTERM stop the run (exit 130)
@@ -109,6 +104,9 @@ def _main(argv: list[str] | None) -> int:
     from evalcore.problems import BenchmarkLoadError
 
     argv = list(sys.argv[1:] if argv is None else argv)
+    if {"-h", "--help"} & set(argv):
+        print(usage())
+        return 0
     try:
         signals.step("reading the config")
         cfg = load_config(argv)
@@ -245,4 +243,5 @@ def plan_only(cfg) -> int:
 
 
 if __name__ == "__main__":
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     sys.exit(main())
