@@ -111,12 +111,25 @@ def test_a_bad_key_exits_2_with_the_same_one_line_either_way(tmp_path):
     assert command.stderr == script.stderr and command.stdout == script.stdout == ""
 
 
+def _catches(pid: int, sig: int) -> bool:
+    """Whether the process has a handler for ``sig`` (Linux: SigCgt in /proc/<pid>/status)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+    mask = next((line.split()[1] for line in status.splitlines() if line.startswith("SigCgt:")), "0")
+    return bool(int(mask, 16) >> (sig - 1) & 1)
+
+
 def test_an_interrupt_during_startup_exits_130_through_the_command(tmp_path):
     env = dict(os.environ, PYTHONPATH=str(REPO))
     p = subprocess.Popen([sys.executable, "-m", "jobs.cli", "sweep", f"sweep.output_dir={tmp_path}", "serving.http_port=1",
                           "tracking.enabled=false", "sweep.name=sig"], cwd=REPO, env=env, stdout=subprocess.PIPE,
                          stderr=subprocess.STDOUT, text=True, start_new_session=True)
-    time.sleep(1.0)
+    deadline = time.monotonic() + 60
+    # the sweep's handlers are in once SIGTERM is caught (Python itself only catches SIGINT)
+    while not _catches(p.pid, signal.SIGTERM) and p.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
     os.killpg(p.pid, signal.SIGINT)
     out, _ = p.communicate(timeout=120)
     assert p.returncode == 130, out[-3000:]
