@@ -1,6 +1,6 @@
 """Read a sweep's results: tables, statistics and plots computed from its ledger.
 
-    python jobs/report.py sweep.name=try1 [sweep.output_dir=results] [options]
+    python jobs/report.py sweep.name=try1 [sweep.output_dir=results] [options]    (or: opteval report ...)
 
 Options:
     --out DIR            where report.md, main_table.{csv,tex}, tables/ and plots/ go
@@ -23,13 +23,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
-
-from cluster.config import ConfigError, load_config, model_config  # noqa: E402
-from cluster.ledger import Ledger, LedgerError  # noqa: E402
-from cluster.tracking import Tracker, results_markdown, summarize_ledger, sync_from_ledger, ui_command  # noqa: E402
+from cluster.config import ConfigError, load_config, model_config
+from cluster.ledger import Ledger, LedgerError
+from cluster.tracking import Tracker, results_markdown, summarize_ledger, sync_from_ledger, ui_command
 
 FLAGS = ("--sync-mlflow", "--from-mlflow", "--summary")
 VALUED = ("--out", "--profile", "--compare", "--bootstrap", "--seed")
@@ -51,9 +47,10 @@ def parse_args(argv: list[str]) -> tuple[dict[str, Any], list[str]]:
             opts[arg] = True
         elif name in VALUED:
             if not eq:
-                value = next(it, None)
-                if value is None:
+                following = next(it, None)
+                if following is None:
                     raise UsageError(f"{name} needs a value")
+                value = following
             opts[name] = value
         elif arg.startswith("--"):
             raise UsageError(f"unknown option {arg} (known: {', '.join(FLAGS + VALUED)})")
@@ -181,7 +178,8 @@ def main(argv: list[str] | None = None) -> int:
         tracker.enabled = True  # an explicit --sync-mlflow overrides tracking.enabled=false
         summary = sync_from_ledger(ledger, tracker)
         if tracker.active:
-            print(f"synced {len(tracker.children)} runs to MLflow ({tracker.uri}); UI: {ui_command(tracker.uri, tracker.experiment_id)}")
+            ui = ui_command(tracker.uri, tracker.experiment_id)
+            print(f"synced {len(tracker.children)} runs to MLflow ({tracker.uri}); UI: {ui}")
         else:
             print(f"MLflow sync failed ({tracker.uri}); see the warnings above", file=sys.stderr)
     else:

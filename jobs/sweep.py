@@ -1,4 +1,4 @@
-"""Run (or resume) a sweep: ``python jobs/sweep.py [config.yaml] [key=value ...]``.
+"""Run (or resume) a sweep: ``python jobs/sweep.py [config.yaml] [key=value ...]`` (or ``opteval sweep``).
 
 With no arguments: the embedded demo (a local Ray started here, the simulated policy on
 Ray Serve, the sample benchmark, the three harnesses, ``samples.default`` per problem).
@@ -23,13 +23,64 @@ import os
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
-
 EXIT_CONFIG = 2
 EXIT_INTERRUPTED = 130
 EXIT_COMMIT = 3
+
+FORMS = """\
+usage: python jobs/sweep.py [CONFIG.yaml] [key=value ...]     (the same: opteval sweep ...)
+
+Arguments, in this order:
+  CONFIG.yaml  optional, first: a YAML merged over configs/sweep.yaml (a path, or relative to
+               the checkout, e.g. configs/sweeps/paper.yaml)
+  key=value    then any number of OmegaConf dotlist overrides, applied last: dotted keys
+               (samples.default=4), lists in brackets (models=[sim-small,Qwen3-4B]), null for None.
+               An unknown key or a bad value exits 2 with one line naming the key."""
+
+
+def usage() -> str:
+    """``--help``: what the run does, the argument forms, and the config's top-level sections
+    read from configs/sweep.yaml itself (so the list cannot go stale)."""
+    from cluster.config import configs_dir
+
+    path = configs_dir() / "sweep.yaml"
+    sections = "\n".join(config_sections(path))
+    return "\n\n".join([__doc__.strip(), FORMS, f"Top-level sections ({path}: every key, its default and meaning):\n{sections}"])
+
+
+def config_sections(path: Path) -> list[str]:
+    """One line per top-level key of a sweep YAML: a section's keys, or a value's default and comment."""
+    import re
+    import textwrap
+
+    import yaml
+
+    text = path.read_text(encoding="utf-8")
+    data = yaml.safe_load(text) or {}
+    comments: dict[str, str] = {}
+    commented = None  # the top-level key whose comment may continue on the next lines
+    for line in text.splitlines():
+        top = re.match(r"([A-Za-z_]\w*):[^#]*(?:#(.*))?$", line)
+        more = re.match(r"\s+#(.*)$", line)
+        if top:
+            commented = top.group(1) if top.group(2) else None
+            if commented:
+                comments[commented] = top.group(2).strip()
+        elif more and commented:
+            comments[commented] += " " + more.group(1).strip()
+        else:
+            commented = None
+    width = max((len(k) for k in data), default=0)
+    lines = []
+    for key, value in data.items():
+        if isinstance(value, dict) and value:
+            body = "keys: " + ", ".join(map(str, value))
+        else:
+            body = f"default {yaml.safe_dump(value, default_flow_style=True).strip().removesuffix('...').strip()}"
+            if comments.get(key):
+                body += f"; {comments[key]}"
+        lines += textwrap.wrap(body, 100, initial_indent=f"  {key:<{width}}  ", subsequent_indent=" " * (width + 4))
+    return lines
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -54,8 +105,7 @@ def _main(argv: list[str] | None) -> int:
 
     argv = list(sys.argv[1:] if argv is None else argv)
     if {"-h", "--help"} & set(argv):
-        print(__doc__.strip())
-        print("\nEvery key, its default and its meaning: configs/sweep.yaml")
+        print(usage())
         return 0
     try:
         signals.step("reading the config")
