@@ -134,6 +134,10 @@ def _perturb(src: str, const: ast.Constant, rng: random.Random) -> str:
     return replace_span(src, const.lineno, const.col_offset, const.end_col_offset, new)
 
 
+# names a program gives its objective's coefficient vector (c = [...], costs = [...])
+_COEFF_NAME = re.compile(r"^(c|obj\w*|cost\w*|costs|profit\w*|price\w*|revenue\w*|value\w*|score\w*)$", re.I)
+
+
 def _objective_nodes(tree: ast.AST) -> list[ast.AST]:
     """Where the objective's coefficients live: ``prob += expr`` (no comparison), objective
     calls (``setObjective``, ``.minimize``/``.maximize``), and cost/profit vectors (``c = [...]``)."""
@@ -148,8 +152,7 @@ def _objective_nodes(tree: ast.AST) -> list[ast.AST]:
         }:
             out.append(node)
         elif isinstance(node, ast.Assign) and any(
-            isinstance(t, ast.Name) and re.match(r"^(c|obj\w*|cost\w*|costs|profit\w*|price\w*|revenue\w*|value\w*|score\w*)$", t.id, re.I)
-            for t in node.targets
+            isinstance(t, ast.Name) and _COEFF_NAME.match(t.id) for t in node.targets
         ):
             out.append(node.value)
     return out

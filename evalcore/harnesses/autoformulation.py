@@ -99,19 +99,19 @@ def _constraint_key(line: str) -> str:
 
 def component_key(level: str, code: str) -> str:
     """The deduplication key of a candidate component."""
-    lines = [l for l in code.splitlines() if l.strip() and not l.strip().startswith("#")]
+    lines = [ln for ln in code.splitlines() if ln.strip() and not ln.strip().startswith("#")]
     if level == "objective":
         m = re.search(r"setObjective\((.*)\)\s*$", code, re.S)
         sense = "max" if "LpMaximize" in code else "min"
         expr = m.group(1).strip() if m else code
         return f"{sense}:{_sympy_key(expr) or ' '.join(expr.split())}"
-    if level in ("equalities", "inequalities") and all("for " not in l for l in lines):
+    if level in ("equalities", "inequalities") and all("for " not in ln for ln in lines):
         return "|".join(sorted(_z3_or_sympy_keys(lines)))
-    return "\n".join(" ".join(l.split()) for l in lines)
+    return "\n".join(" ".join(ln.split()) for ln in lines)
 
 
 def _z3_or_sympy_keys(lines: list[str]) -> list[str]:
-    return [_constraint_key(l) for l in lines]
+    return [_constraint_key(ln) for ln in lines]
 
 
 HAVE_Z3 = importlib.util.find_spec("z3") is not None  # optional: pip install z3-solver
@@ -291,7 +291,7 @@ def _select(node: Node) -> Node:
 
 
 def _verdict(text: str) -> str | None:
-    lines = [l.strip().strip("*\"'.") for l in text.strip().splitlines() if l.strip()]
+    lines = [ln.strip().strip("*\"'.") for ln in text.strip().splitlines() if ln.strip()]
     last = lines[-1] if lines else ""
     if last in ("A", "B"):
         return last

@@ -109,7 +109,7 @@ def is_reference(code: str, call: StageCall) -> bool:
 
 
 def _norm(code: str) -> str:
-    return "\n".join(l.rstrip() for l in code.strip().splitlines() if l.strip() and not l.lstrip().startswith("#"))
+    return "\n".join(ln.rstrip() for ln in code.strip().splitlines() if ln.strip() and not ln.lstrip().startswith("#"))
 
 
 # -- program decomposition (PuLP / PySCIPOpt) ------------------------------------------------------
@@ -314,7 +314,7 @@ def cafa_generate(model: SimulatedModel, call: StageCall) -> str:
             lines[-1] = lines[-1].rstrip(")")
         elif call.plan.kind == "runtime_error":
             lines.insert(len(lines) - 1, "m.addCons(capacity_total >= 0)")
-        body = "\n".join(l.rstrip("\n") for l in lines)
+        body = "\n".join(ln.rstrip("\n") for ln in lines)
     return json.dumps({"code": body}, indent=1)
 
 
@@ -574,7 +574,7 @@ def _var_spec(stmt: str) -> tuple[dict[str, Any], list[str]] | None:
             continue
         line = f"model += {ref} {op} {ast.unparse(b)}"
         for g in reversed(gens):
-            line = f"for {ast.unparse(g.target)} in {ast.unparse(g.iter)}:\n" + "\n".join("    " + l for l in line.splitlines())
+            line = f"for {ast.unparse(g.target)} in {ast.unparse(g.iter)}:\n" + "\n".join("    " + ln for ln in line.splitlines())
         aux.append(line)
     return {"symbol": sym, "shape": dims, "type": vtype, "definition": f"decision variable {sym}"}, aux
 
@@ -722,7 +722,7 @@ def af_wrong(level: str, code: str, r: Any) -> str:
         return re.sub(r"[\"'](Integer|Binary)[\"']", '"Continuous"', code)
     if level in ("equalities", "inequalities"):
         lines = code.splitlines()
-        idx = [i for i, l in enumerate(lines) if re.search(r"<=|>=|==", l)]
+        idx = [i for i, ln in enumerate(lines) if re.search(r"<=|>=|==", ln)]
         if idx:
             i = r.choice(idx)
             if r.random() < 0.5 and len(idx) > 1 and not lines[i].startswith(" "):

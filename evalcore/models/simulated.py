@@ -482,7 +482,7 @@ class SimulatedModel:
             pid = self._by_hash.get(question_hash(conv.question))
             return self.problems[pid] if pid else None
         text = normalize_question(" ".join(content_text(m) for m in messages if m.get("role") != "system"))
-        for pid, p in self.problems.items():
+        for p in self.problems.values():
             if normalize_question(p.question) in text:
                 return p
         return None

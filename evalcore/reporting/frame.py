@@ -170,7 +170,8 @@ def _features(df: pd.DataFrame) -> pd.DataFrame:
 def _plan_counts(planned: Any) -> tuple[dict[tuple[str, str, str], int], pd.DataFrame | None]:
     if isinstance(planned, Mapping):
         return {tuple(k): int(v) for k, v in planned.items()}, None  # type: ignore[misc]
-    plan = planned.to_pandas() if hasattr(planned, "to_pandas") and not isinstance(planned, pd.DataFrame) else pd.DataFrame(planned)
+    arrow = hasattr(planned, "to_pandas") and not isinstance(planned, pd.DataFrame)
+    plan = planned.to_pandas() if arrow else pd.DataFrame(planned)
     need = {"model", "method", "benchmark", "problem_id", "sample"}
     if not need <= set(plan.columns):
         raise ReportError(f"plan table lacks columns {sorted(need - set(plan.columns))}")

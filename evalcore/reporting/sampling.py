@@ -106,7 +106,8 @@ def sampling_tables(prep: Prepared, profile: str,
             vals = [[r.get(f"{kind}:{b}") for b in benches] for r in sel.to_dict("records")]
             sel[f"{kind}:{MACRO}"] = [sum(v) / len(v) if v and all(x is not None and not pd.isna(x) for x in v) else None
                                       for v in vals]
-        order = ["model", "method"] + [f"{kind}:{b}" for b in benches + [MACRO] for kind in ("n", "dec", "avg", "pass@n", "maj@n", "orr1@n", "isc@n", "isc_unscored")
+        kinds = ("n", "dec", "avg", "pass@n", "maj@n", "orr1@n", "isc@n", "isc_unscored")
+        order = ["model", "method"] + [f"{kind}:{b}" for b in benches + [MACRO] for kind in kinds
                                        if f"{kind}:{b}" in sel.columns]
         sel = sel[order]
     return pd.DataFrame(curve_rows, columns=GROUP + ["k", "n_problems", "pass@k", "maj@k"]), sel

@@ -9,7 +9,8 @@ import pytest
 
 from evalcore import records as R
 
-KEY_ARGS = {"sweep": "s1", "model": "qwen", "method": "direct", "benchmark": "nl4opt", "problem_id": "nl4opt-0001", "sample": 3, "fingerprint": "abc"}
+KEY_ARGS = {"sweep": "s1", "model": "qwen", "method": "direct", "benchmark": "nl4opt", "problem_id": "nl4opt-0001",
+            "sample": 3, "fingerprint": "abc"}
 
 
 def test_trajectory_key_is_stable():

@@ -55,7 +55,8 @@ def test_coe_stops_after_three_trials(run_harness):
     assert t.status != STATUS_SUBMITTED
 
 
-ORMIND_BASE = {"encode": '{"a": {"Type": "int", "Definition": "x"}}', "formalize": '{"VARIABLES": [], "CONSTRAINTS": [], "OBJECTIVE": ""}',
+ORMIND_BASE = {"encode": '{"a": {"Type": "int", "Definition": "x"}}',
+               "formalize": '{"VARIABLES": [], "CONSTRAINTS": [], "OBJECTIVE": ""}',
                "compile": program(1)}
 OK_CHECK = "```python\ndef check(variables, objective):\n    return \"Don't need to modify any constraints!\"\n```"
 BAD_CHECK = "```python\ndef check(variables, objective):\n    return ['x too small: ' + str(variables.get('x'))]\n```"
