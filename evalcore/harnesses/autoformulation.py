@@ -211,12 +211,12 @@ class AutoFormulation(Baseline):
                     n.q += reward
         except BudgetSpent as spent:
             traj.errors.append(f"budget spent: {spent} (search stopped; best terminal so far is the answer)")
-        solved = [t for t in terminals if t.result is not None and run_succeeded(t.result)]
+        solved = [(t, t.result) for t in terminals if t.result is not None and run_succeeded(t.result)]
         if not solved:
             traj.errors.append("no complete formulation ran successfully")
             return
-        best = max(solved, key=lambda t: (t.q / t.n if t.n else 0.0, -terminals.index(t)))
-        self.answer(traj, best.result)
+        _, result = max(solved, key=lambda tr: (tr[0].q / tr[0].n if tr[0].n else 0.0, -terminals.index(tr[0])))
+        self.answer(traj, result)
 
     async def _expand(self, problem: ProblemSpec, ctx: HarnessContext, meter: Meter, node: Node) -> list[Node]:
         level = LEVELS[len(node.components)]

@@ -163,7 +163,9 @@ class Node:
     def ancestor(self, level: int) -> Node:
         node = self
         while node.level > level:
-            node = node.parent  # type: ignore[assignment]
+            if node.parent is None:
+                raise ValueError(f"{self.path()} has no ancestor at level {level}")
+            node = node.parent
         return node
 
 

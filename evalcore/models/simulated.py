@@ -56,7 +56,7 @@ from evalcore.mutation import (
     constraint_nodes as _constraint_nodes,
 )
 from evalcore.mutation import (
-    replace_span as _replace_span,
+    replace_node as _replace_node,
 )
 from evalcore.mutation import (
     source_lines as _lines,
@@ -236,7 +236,7 @@ def inject_runtime_error(cell: str, defined_before: set[str], rng: random.Random
         ] if tree else []
         if names:
             first = min(names, key=lambda n: (n.lineno, n.col_offset))
-            return _replace_span(cell, first.lineno, first.col_offset, first.end_col_offset, first.id + "_model"), "NameError"
+            return _replace_node(cell, first, first.id + "_model"), "NameError"
     return 'results = {}\nprint("objective so far:", results["objective"])\n' + cell, "KeyError"
 
 

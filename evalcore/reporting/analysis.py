@@ -53,7 +53,7 @@ def failure_split(prep: Prepared, profile: str, summary: pd.DataFrame) -> pd.Dat
     for g, n in sorted(prep.planned.items()):
         sub = by_group.get(g, t.iloc[0:0])
         counts = sub["category"].value_counts()
-        row = dict(zip(GROUP, g), planned=n)
+        row: dict[str, Any] = dict(zip(GROUP, g), planned=n)
         row.update({c: int(counts.get(c, 0)) for c in CATEGORIES})
         row["missing"] += prep.unnamed_missing.get(g, 0)
         row["exec_rate"] = _nn(s_by.get(g, {}).get("exec_rate"))

@@ -169,7 +169,7 @@ def _features(df: pd.DataFrame) -> pd.DataFrame:
 
 def _plan_counts(planned: Any) -> tuple[dict[tuple[str, str, str], int], pd.DataFrame | None]:
     if isinstance(planned, Mapping):
-        return {tuple(k): int(v) for k, v in planned.items()}, None  # type: ignore[misc]
+        return {tuple(k): int(v) for k, v in planned.items()}, None
     arrow = hasattr(planned, "to_pandas") and not isinstance(planned, pd.DataFrame)
     plan = planned.to_pandas() if arrow else pd.DataFrame(planned)
     need = {"model", "method", "benchmark", "problem_id", "sample"}
@@ -255,7 +255,7 @@ def _grade(traj: pd.DataFrame, answer_keys: Mapping[str, Any], profiles: tuple[s
     has_key = traj["benchmark"].map(lambda b: b in answer_keys)
     status = traj["status"].where(traj["present"], None)
     for prof in profiles:
-        vals = []
+        vals: list[bool | None] = []
         for p, e, hk, st, pres, stored, gp in zip(parsed, expected, has_key, status, traj["present"],
                                                    traj["correct"], traj["grading_profile"]):
             if not pres or st == STATUS_ERROR:

@@ -109,8 +109,8 @@ def main_table_from_summary(summary: pd.DataFrame, benchmarks: Sequence[str] | N
         row["simulated"] = bool(g["simulated"].fillna(False).astype(bool).any())
         rows.append(row)
     table = pd.DataFrame(rows)
-    for c in benches + [MACRO]:
-        table[f"{c}:mark"] = mark_best(table, c) if len(table) else []
+    for col in benches + [MACRO]:
+        table[f"{col}:mark"] = mark_best(table, col) if len(table) else []
     order = ["model", "method"] + [x for c in benches + [MACRO]
                                    for x in (c, f"{c}:low", f"{c}:high", f"{c}:mark", f"{c}:dagger")] + ["simulated"]
     return table[order] if len(table) else pd.DataFrame(columns=order)
