@@ -66,7 +66,7 @@ DEFAULT_BASELINE_SKILL = BaselineSkill()
 
 
 def bskill(model: SimulatedModel) -> BaselineSkill:
-    return getattr(model, "baseline_skill", None) or DEFAULT_BASELINE_SKILL
+    return model.baseline_skill or DEFAULT_BASELINE_SKILL
 
 
 def user_text(call: StageCall) -> str:

@@ -44,7 +44,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from evalcore.models.base import CallMeta, Completion, Message, Sampling, Usage
 from evalcore.mutation import (  # the operators live in evalcore.mutation (also used by jobs/mutants.py)
@@ -64,6 +64,9 @@ from evalcore.mutation import (
 from evalcore.mutation import (
     stmt_span as _stmt_span,
 )
+
+if TYPE_CHECKING:
+    from evalcore.models.sim_baselines import BaselineSkill
 
 # -- what the policy reads from the prompts (evalcore/harnesses/prompts) ------------------------
 
@@ -437,6 +440,8 @@ class SimulatedModel:
         self.report_usage = report_usage
         self._problems = problems
         self._by_hash: dict[str, str] | None = None
+        # the baselines' stage knobs (sim_baselines.DEFAULT_BASELINE_SKILL when None); tests set it
+        self.baseline_skill: BaselineSkill | None = None
 
     # config ------------------------------------------------------------------------------
     CONFIG_KEYS = frozenset({"name", "backend", "policy", "skill", "ttft_s", "tokens_per_s", "report_usage"})

@@ -73,7 +73,9 @@ AF = {
 
 
 def _cand(msgs) -> int:
-    return int(re.search(r"## Candidate (\d+) of", user_of(msgs)).group(1))
+    m = re.search(r"## Candidate (\d+) of", user_of(msgs))
+    assert m is not None, "not a candidate prompt"
+    return int(m.group(1))
 
 
 def test_autoformulation_equivalent_candidates_collapse_to_one_chain(run_harness):

@@ -12,8 +12,18 @@ from evalcore.models.simulated import SimulatedModel
 from evalcore.solvers import PAPER_SOLVERS, prompt_list, validate
 
 
+class _NoExecutor:
+    """Composing a prompt runs nothing."""
+
+    async def run(self, code, limits=None):
+        raise AssertionError("a prompt test ran a program")
+
+    async def open_session(self):
+        raise AssertionError("a prompt test opened a session")
+
+
 def _ctx(solvers=PAPER_SOLVERS) -> HarnessContext:
-    return HarnessContext(model=SimulatedModel(), executor=None, sampling=Sampling(), sample=0,
+    return HarnessContext(model=SimulatedModel(), executor=_NoExecutor(), sampling=Sampling(), sample=0,
                           budgets=Budgets(), solvers=tuple(solvers))
 
 

@@ -31,7 +31,9 @@ KEY = AnswerKey("U", {"p1": 7.0, "p2": 5.0})
 
 def _traj(pid: str, sample: int, critic_c_init: float, local_executor):
     def critic(code: str) -> float:
-        v = int(re.search(r"submit\((\d+)\)", code).group(1))
+        m = re.search(r"submit\((\d+)\)", code)
+        assert m is not None, code
+        v = int(m.group(1))
         return {7: critic_c_init, 5: 0.2}.get(v, 0.5)
 
     model = ScriptedModel(critic=critic, code_for=lambda s, m, c: "submit(5)\n" if (s, m, c) == (1, 0, 0)
