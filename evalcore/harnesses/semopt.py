@@ -54,6 +54,7 @@ from evalcore.harnesses.base import HarnessContext
 from evalcore.models.base import Message, ModelError
 from evalcore.problems import ProblemSpec
 from evalcore.records import STATUS_SUBMITTED, CallRecord, Submission, Trajectory
+from evalcore.sandbox.types import ExecResult
 
 PROMPTS = "semopt"
 LEVELS = ("root", "strategy", "model", "code")
@@ -376,7 +377,7 @@ class SemOPT:
         }
         return cand
 
-    def _failure(self, run: _Run, result: Any) -> str | None:
+    def _failure(self, run: _Run, result: ExecResult) -> str | None:
         """Why this run gave no objective value (the reflection feedback), or None when it did."""
         from evalcore.grading import parse_submission
 

@@ -25,6 +25,7 @@ import numpy as np
 import pandas as pd
 
 from evalcore.grading import PROFILES, Parsed, grade_parsed, parse_submission
+from evalcore.problems import AnswerKey
 from evalcore.records import LEDGER_SCHEMA, STATUS_ERROR
 
 GROUP = ["model", "method", "benchmark"]
@@ -179,7 +180,7 @@ def _plan_counts(planned: Any) -> tuple[dict[tuple[str, str, str], int], pd.Data
     return counts, plan
 
 
-def prepare(table: Any, answer_keys: Mapping[str, Any], planned: Any,
+def prepare(table: Any, answer_keys: Mapping[str, AnswerKey], planned: Any,
             profiles: tuple[str, ...] = PROFILE_NAMES) -> Prepared:
     """Join ledger rows onto the plan and grade each planned trajectory under ``profiles``."""
     df = to_frame(table)
@@ -239,7 +240,7 @@ def prepare(table: Any, answer_keys: Mapping[str, Any], planned: Any,
                     grid_known=grid_known, profiles=profiles)
 
 
-def _grade(traj: pd.DataFrame, answer_keys: Mapping[str, Any], profiles: tuple[str, ...]) -> pd.DataFrame:
+def _grade(traj: pd.DataFrame, answer_keys: Mapping[str, AnswerKey], profiles: tuple[str, ...]) -> pd.DataFrame:
     traj = traj.reset_index(drop=True)
     feats = _features(traj)
     traj = pd.concat([traj, feats], axis=1)

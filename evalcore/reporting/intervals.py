@@ -1,4 +1,4 @@
-"""Problem-level uncertainty for every rate of the report (issue 17).
+"""Problem-level uncertainty for every rate of the report.
 
 A benchmark's k samples of one problem share the question and the model, so they are not
 independent: the unit of replication is the problem. Every interval here is a seeded

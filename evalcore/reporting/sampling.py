@@ -17,6 +17,7 @@ import pandas as pd
 
 from evalcore.grading import grade_parsed
 from evalcore.metrics import maj_at_k, majority_answer, mean_if_all, mean_pass_at_k, pass_at_k
+from evalcore.problems import AnswerKey
 from evalcore.reporting.frame import GROUP, Prepared
 from evalcore.reporting.tables import MACRO
 from evalcore.selection import MAX_DECIMALS, benchmark_decimals, isc_select, orr1_vote, unscored
@@ -34,7 +35,7 @@ def k_values(max_n: int) -> list[int]:
 
 
 def sampling_tables(prep: Prepared, profile: str,
-                    answer_keys: Mapping[str, Any] | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+                    answer_keys: Mapping[str, AnswerKey] | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """``(curves, selection)``.
 
     ``curves``: one row per (model, method, benchmark, k) with ``pass@k`` and ``maj@k``

@@ -22,6 +22,7 @@ import pandas as pd
 
 from evalcore.metrics import macro, summarize
 from evalcore.reporting.frame import GROUP, Prepared
+from evalcore.reporting.intervals import BootstrapSpec, cell_intervals, with_intervals
 
 MACRO = "Macro"
 BEST, SECOND = "best", "second"
@@ -29,7 +30,7 @@ DAGGER = "†"
 _EPS = 1e-12
 
 
-def summary_from_prepared(prep: Prepared, profile: str, spec: Any = None) -> pd.DataFrame:
+def summary_from_prepared(prep: Prepared, profile: str, spec: BootstrapSpec | None = None) -> pd.DataFrame:
     """``evalcore.metrics.summarize`` per (model, method, benchmark), with the grades of
     ``profile`` and the plan's denominators; adds cached-token means. With a
     :class:`~evalcore.reporting.intervals.BootstrapSpec`, ``ci_low``/``ci_high`` are the
@@ -59,8 +60,6 @@ def summary_from_prepared(prep: Prepared, profile: str, spec: Any = None) -> pd.
     if spec is None:
         s["ci_low"] = s["ci_high"] = s["ci_method"] = None
         return s
-    from evalcore.reporting.intervals import cell_intervals, with_intervals
-
     cells, _, counts = cell_intervals(prep, profile, spec)
     return with_intervals(s, cells, counts)
 

@@ -1,4 +1,4 @@
-"""CAFA and Reflexion through the real harness and the real sandbox, with a scripted model (issue 18)."""
+"""CAFA and Reflexion through the real harness and the real sandbox, with a scripted model."""
 from __future__ import annotations
 
 import json

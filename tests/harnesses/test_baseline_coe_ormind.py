@@ -1,4 +1,4 @@
-"""Chain-of-Experts and ORMind through the real harness and the real sandbox, scripted model (issue 18)."""
+"""Chain-of-Experts and ORMind through the real harness and the real sandbox, scripted model."""
 from __future__ import annotations
 
 import json

@@ -1,4 +1,4 @@
-"""OptiMUS and AutoFormulation through the real harness and the real sandbox, scripted model (issue 18)."""
+"""OptiMUS and AutoFormulation through the real harness and the real sandbox, scripted model."""
 from __future__ import annotations
 
 import json

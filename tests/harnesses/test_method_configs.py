@@ -1,4 +1,4 @@
-"""configs/methods/*.yaml: every budget or limit value states its source in a comment (issue 10, point 4)."""
+"""configs/methods/*.yaml: every budget or limit value states its source in a comment."""
 from __future__ import annotations
 
 import re

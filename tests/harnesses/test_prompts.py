@@ -32,7 +32,7 @@ def test_optistate_system_prompt_is_opticycles_plus_its_formulation_section():
     state = system_prompt("optistate", "system", _ctx())
     section = load_prompt("optistate", "formulation")
     assert state == cycle.rstrip("\n") + "\n\n" + section
-    # what issue 10 found missing from OptiState before: all of it is OptiCycle's and now in both
+    # OptiCycle's guidance that OptiState must carry too (it once lacked it): present in both
     for phrase in ("## Modeling checklist", "non-negativity is rarely stated but usually meant",
                    "Build incrementally", "Submitting ends the task", "A solver status that is not optimal",
                    "it is restarted for you, which costs a turn"):

@@ -1,4 +1,4 @@
-"""Table 1 (issue 18, point 3): the sweep plan of configs/sweeps/table1.yaml and the report layout."""
+"""Table 1: the sweep plan of configs/sweeps/table1.yaml and the report layout."""
 from __future__ import annotations
 
 import os

@@ -1,4 +1,4 @@
-"""``summary.json`` and the problem-level intervals on a sweep-shaped ledger (issue 17).
+"""``summary.json`` and the problem-level intervals on a sweep-shaped ledger.
 
 A Direct and an OptiCycle sweep over the embedded sample benchmark (46 problems x 4 samples),
 with problem-level difficulty so samples of one problem are correlated, as a real model's

@@ -1,4 +1,4 @@
-"""The semopt harness (issue 19, point 1): gate, reflections, MCTS, critic, records.
+"""The semopt harness: gate, reflections, MCTS, critic, records.
 
 A scripted in-process chat model (a fake at the model edge, labelled as such) answers each
 stage from the side channel; programs run in the real local sandbox.

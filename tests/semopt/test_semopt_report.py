@@ -1,4 +1,4 @@
-"""evalcore.reporting.semopt (issue 19, point 3) on trajectories the real harness produced.
+"""evalcore.reporting.semopt on trajectories the real harness produced.
 
 Answer key: p1 = 7, p2 = 5; plan: p1, p2 x samples 0, 1. The scripted generator (tests'
 ScriptedModel) always starts with ``submit(7)``:
