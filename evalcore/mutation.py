@@ -1,5 +1,5 @@
 """Semantic mutation operators: source-level edits that keep a solver program runnable but
-change what it models (papers/003, SemOPT, Appendix B.1 Table 9: variable, objective and
+change what it models (the SemOPT paper, Appendix B.1 Table 9: variable, objective and
 constraint mutations).
 
 Why a module of its own: the simulated policy uses them to write plausible wrong programs,

@@ -1,6 +1,6 @@
 """AutoFormulation / Autoformulator (Astorga et al., ICML 2025): MCTS over formulation components.
 
-Public workflow (``../shared/baselines.md`` section 5; jumpynitro/AutoFormulator ``MCTS_used.py``,
+Public workflow (jumpynitro/AutoFormulator ``MCTS_used.py``,
 ``utils_diff.py``, ``run_NL4OPT.py``): a tree of depth 5 -- parameters, decision variables,
 objective, equality constraints, inequality constraints. Expanding a node samples
 ``N_SAMPLES=8`` candidates for the next component (``N_USED_GPT``), removes duplicates (parameters:
@@ -12,7 +12,7 @@ comparisons against up to 3 baseline terminals, in both orders; the first 3 solv
 reward 0.5 and become the baselines. 16 rollouts (the code saves results at 4/8/16).
 Final answer: the solved terminal ranked first by its pairwise-comparison reward (baselines 0.5),
 its run's submission.
-Adaptations (baselines.md, "inf."): lazy expansion along each rollout instead of the dense DFS;
+Adaptations: lazy expansion along each rollout instead of the dense DFS;
 PuLP components instead of gurobipy; candidates are separate calls (our ChatModel returns one
 completion per request; the prompt numbers the candidate, "Candidate k of 8", since every call of
 a trajectory carries the same seed); one ranking and one comparison completion per request

@@ -1,7 +1,7 @@
 """OptiMUS 0.3 (AhmadiTeshnizi et al., arXiv 2407.19633): staged extraction, per-constraint
 formulation and code, template assembly, whole-program debugging.
 
-Public workflow (``../shared/baselines.md`` section 4; teshnizi/OptiMUS ``main`` branch, ``main.py``),
+Public workflow (teshnizi/OptiMUS ``main`` branch, ``main.py``),
 with the parameter step put in front (v0.3 assumes given ``params.json``; ``get_params`` asks a
 human via ``input()``, which we cannot, so low confidence is auto-accepted and no per-parameter
 confidence call is made):
@@ -17,7 +17,7 @@ confidence call is made):
  9. template assembly (data, variables built from their shapes, snippets, solve, submit);
 10. ``execute_and_debug``: up to ``MAX_DEBUG=3`` whole-program ``debug`` calls after failures.
 Calls: about 6 + 4C plus debugging. Final answer: the first program that ran successfully.
-Adaptations (baselines.md): PuLP templates instead of gurobipy (tuple-keyed dicts play
+Adaptations: PuLP templates instead of gurobipy (tuple-keyed dicts play
 ``addVars``); no RAG (off by default in the public code).
 """
 from __future__ import annotations

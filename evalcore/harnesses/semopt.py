@@ -1,4 +1,4 @@
-"""SemOPT: a gated, critic-guided hierarchical search (papers/003, sections 2.3 and 4, G.1).
+"""SemOPT: a gated, critic-guided hierarchical search (the SemOPT paper, sections 2.3 and 4, G.1).
 
 1. **Gate** (4.1). Sample C_init (stage ``generate``), run it; on an execution error (or no
    objective value: no ``submit``, a status such as ``infeasible`` -- the paper's syntactic

@@ -1,4 +1,4 @@
-"""What a SemOPT run is judged by (papers/003, 5.1-5.4), from the ledger only.
+"""What a SemOPT run is judged by (the SemOPT paper, 5.1-5.4), from the ledger only.
 
 Per (model, method, benchmark) and pooled (benchmark ``all``):
 
