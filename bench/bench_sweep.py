@@ -92,7 +92,7 @@ class CpuSampler:
 
     Why sampled in a thread: the sweep kills its actors (and Serve its replica) before
     ``drive`` returns, and a dead process's CPU time can no longer be read; other
-    engineers' Ray clusters on the same machine must not be counted either, so only
+    Ray clusters on a shared machine must not be counted either, so only
     descendants of this process are looked at. Children's reaped CPU (the sandbox
     forks) is included through ``children_user``/``children_system``.
     """

@@ -195,7 +195,6 @@ def test_trl_and_verl_adapters_talk_to_the_service(service):
 
 def test_orlm_published_nl4opt_outputs_count_210_correct(service):
     path = os.environ.get("OPTEVAL_ORLM_OUTPUTS")
-    sys.path.insert(0, str(REPO))
     from jobs.rewards import ORLM_OUTPUTS_HOWTO, orlm_executed_items
 
     if not path:
