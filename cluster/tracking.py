@@ -42,7 +42,11 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from cluster.config import SweepConfig, as_plain, overlay
 from cluster.ledger import Ledger, open_filesystem
+from cluster.ledger import _version as _ledger_version
+from evalcore.harnesses.base import Budgets
+from evalcore.models.base import Sampling
 
 log = logging.getLogger("opteval.tracking")
 
@@ -196,18 +200,17 @@ def results_markdown(summary: Any, title: str = "") -> str:
 
 
 def run_params(resolved: Mapping[str, Any], model: str, method: str, fingerprint: str) -> dict[str, str]:
-    """Params of a child run, from the resolved sweep config (as stored in the manifest)."""
-    sampling = dict(resolved.get("sampling", {}))
-    msamp = dict(resolved.get("model_configs", {}).get(model, {}).get("sampling", {}) or {})
-    extra = msamp.pop("extra_body", None)
-    sampling.update({k: v for k, v in msamp.items() if v is not None})
-    budgets = dict(resolved.get("budgets", {}))
-    mb = resolved.get("method_configs", {}).get(method, {}).get("budgets", {}) or {}
-    budgets.update({k: v for k, v in mb.items() if v is not None})
+    """Params of a child run, from the resolved sweep config (as stored in the manifest): the
+    model's effective sampling and the method's effective budgets (``cluster.config.overlay``)."""
     mcfg = resolved.get("model_configs", {}).get(model, {})
+    method_cfg = resolved.get("method_configs", {}).get(method, {})
+    sampling = as_plain(overlay(Sampling(**resolved.get("sampling", {})), mcfg.get("sampling") or {}))
+    extra = sampling.pop("extra_body")
+    budgets = as_plain(overlay(Budgets(**resolved.get("budgets", {})), method_cfg.get("budgets") or {}))
+    budgets.pop("exec_limits")  # logged as limits.*
     params: dict[str, Any] = {
         "model": model, "method": method, "backend": mcfg.get("backend"), "family": mcfg.get("family"),
-        "size_b": mcfg.get("size_b"), "harness": resolved.get("method_configs", {}).get(method, {}).get("harness"),
+        "size_b": mcfg.get("size_b"), "harness": method_cfg.get("harness"),
         "grading_profile": resolved.get("grading", {}).get("profile"),
         "benchmarks": ",".join(resolved.get("benchmarks", [])),
         "config_fingerprint": fingerprint, "opteval_version": _version(),
@@ -241,9 +244,7 @@ def plan_params(resolved: Mapping[str, Any]) -> dict[str, str]:
 
 
 def _version() -> str:
-    from cluster.ledger import _version as v
-
-    return v()
+    return _ledger_version()
 
 
 # -- the tracker ------------------------------------------------------------------------------------
@@ -271,10 +272,10 @@ class Tracker:
             os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "10")
 
     @classmethod
-    def from_config(cls, cfg: Any) -> Tracker:
+    def from_config(cls, cfg: SweepConfig) -> Tracker:
         uri = tracking_uri(cfg.tracking.uri, cfg.sweep.output_dir)
         return cls(uri, cfg.tracking.experiment, cfg.sweep.name, cfg.sweep.output_dir,
-                   enabled=bool(cfg.tracking.enabled))
+                   enabled=cfg.tracking.enabled)
 
     @property
     def active(self) -> bool:
