@@ -189,7 +189,7 @@ def main() -> int:
     programs = asyncio.run(capture_programs(prep))
     rt = connect(None)
     try:
-        limits = Limits(**dict(cfg.limits))
+        limits = cfg.limits
         n_exec = executor_count(cfg)
         handles = start_executors("bench-baseline", n_exec, float(cfg.cluster.executor_cpus), limits)
         inflight = int(cfg.cluster.max_in_flight_per_model)  # as many queued as the sweep keeps in flight

@@ -529,7 +529,7 @@ def _cached(kind: str, name: str, build: Callable[[str], T]) -> T:
         if isinstance(node, DictConfig):
             OmegaConf.set_readonly(node, True)
         _CACHE[key] = node
-    return node  # type: ignore[no-any-return]
+    return node
 
 
 def model_config(name: str) -> DictConfig:

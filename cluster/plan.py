@@ -54,7 +54,7 @@ def _keys(sweep: str, model: str, method: str, bench: str, pids: list[str], n: i
     tail = sep + fp
     prefix = f"{model}/{method}/{bench}/"
     sha = hashlib.sha256
-    out = []
+    out: list[str] = []
     append = out.append
     samples = [str(s) for s in range(n)]
     for pid in pids:

@@ -402,6 +402,7 @@ class Tracker:
         return summary
 
     def _log_results(self, table: pa.Table, plan: pa.Table, summary: Any, plan_recorded_at: str | None) -> None:
+        assert self.parent_id is not None  # only called while active
         ts = _stable_ts(table, plan_recorded_at)
         planned_keys = plan.column("key")
         with tempfile.TemporaryDirectory(prefix="opteval-mlflow-") as tmp:

@@ -51,9 +51,10 @@ def parse_args(argv: list[str]) -> tuple[dict[str, Any], list[str]]:
             opts[arg] = True
         elif name in VALUED:
             if not eq:
-                value = next(it, None)
-                if value is None:
+                given = next(it, None)
+                if given is None:
                     raise UsageError(f"{name} needs a value")
+                value = given
             opts[name] = value
         elif arg.startswith("--"):
             raise UsageError(f"unknown option {arg} (known: {', '.join(FLAGS + VALUED)})")
@@ -92,6 +93,8 @@ def full_report(cfg: SweepConfig, ledger: Ledger, opts: dict[str, Any], tracker:
     from evalcore.reporting import build_report
 
     plan = ledger.read_plan()
+    if plan is None:
+        raise UsageError(f"{ledger.uri} has no plan.parquet (the sweep never started)")
     plan_df = plan.to_pandas()
     table = ledger.read_table().to_pandas()
     profile = opts["--profile"] or cfg.grading.profile
