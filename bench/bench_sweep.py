@@ -177,7 +177,6 @@ def main() -> int:
     from cluster.executors import start_executors
     from cluster.runtime import connect, disconnect
     from cluster.scheduler import drive, executor_count, prepare, stop_actors
-    from evalcore.sandbox.types import Limits
 
     out = tempfile.mkdtemp(prefix="opteval-bench-")
     cfg = load_config([

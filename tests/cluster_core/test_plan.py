@@ -19,8 +19,9 @@ def test_order_is_model_major_then_method_benchmark_problem_sample():
     plan = expand_plan(_cfg(), IDS)
     tuples = [(p.model, p.method, p.benchmark, p.problem_id, p.sample) for p in plan]
     models, methods, benches = ["sim-small", "sim-fast"], ["direct", "optistate"], ["sample", "complexor"]
-    rank = lambda t: (models.index(t[0]), methods.index(t[1]), benches.index(t[2]),
-                      IDS[t[2]].index(t[3]), t[4])
+    def rank(t):
+        return models.index(t[0]), methods.index(t[1]), benches.index(t[2]), IDS[t[2]].index(t[3]), t[4]
+
     assert tuples == sorted(tuples, key=rank)
     first_fast = next(i for i, t in enumerate(tuples) if t[0] == "sim-fast")
     assert all(t[0] == "sim-small" for t in tuples[:first_fast])
