@@ -68,9 +68,13 @@ def _reads(tree: ast.AST) -> set[tuple[str, str]]:
     for node in ast.walk(tree):
         if isinstance(node, ast.ClassDef) and node.name in TYPE_TO_SECTION:  # its own methods read self.<field>
             aliases["self"] = TYPE_TO_SECTION[node.name]  # names bound to a section, module-wide (good enough for short modules)
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-            if isinstance(node.value, ast.Attribute) and node.value.attr in {s for s, _ in _leaves()}:
-                aliases[node.targets[0].id] = node.value.attr
+        if isinstance(node, ast.Assign) and len(node.targets) == 1:
+            target, value = node.targets[0], node.value
+            pairs = zip(target.elts, value.elts) if isinstance(target, ast.Tuple) and isinstance(value, ast.Tuple) \
+                else [(target, value)]
+            for name, expr in pairs:  # c = prep.cfg.cluster; c, name = prep.cfg.cluster, ...
+                if isinstance(name, ast.Name) and isinstance(expr, ast.Attribute) and expr.attr in SECTIONS:
+                    aliases[name.id] = expr.attr
         if isinstance(node, ast.arg) and node.annotation is not None:
             ann = ast.unparse(node.annotation).strip("'\"").split("|")[0].strip()
             if ann in TYPE_TO_SECTION:
@@ -117,8 +121,9 @@ def test_every_schema_key_is_read_somewhere():
 
 
 def test_the_scan_sees_a_read_and_misses_a_non_read():
-    tree = ast.parse("def f(cfg):\n    c = cfg.cluster\n    return c.retries, cfg.sweep.name, cfg.serving.get('gpus')\n")
-    assert {("cluster", "retries"), ("sweep", "name"), ("serving", "gpus")} <= _reads(tree)
+    tree = ast.parse("def f(cfg):\n    c = cfg.cluster\n    s, n = cfg.serving, 1\n"
+                     "    return c.retries, cfg.sweep.name, cfg.serving.get('gpus'), s.standin\n")
+    assert {("cluster", "retries"), ("sweep", "name"), ("serving", "gpus"), ("serving", "standin")} <= _reads(tree)
     assert ("cluster", "workers") not in _reads(tree)
 
 
