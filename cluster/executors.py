@@ -24,7 +24,7 @@ import ray
 from ray.exceptions import GetTimeoutError, RayError
 
 from cluster.runtime import EXECUTOR_RESOURCE
-from evalcore.sandbox import ForkServer
+from evalcore import sandbox
 from evalcore.sandbox.types import KILLED, ExecResult, Limits
 from evalcore.solvers import preimport_modules, validate
 
@@ -63,7 +63,7 @@ class ExecutorActor:
                  solvers: tuple[str, ...] | None = None, pool_size: int = 2) -> None:
         self._default_limits = default_limits or Limits()
         self._solvers = validate(solvers)
-        self._server = ForkServer(modules=preimport_modules(self._solvers), pool_size=int(pool_size),
+        self._server = sandbox.ForkServer(modules=preimport_modules(self._solvers), pool_size=int(pool_size),
                                   allow_uncontained=self._default_limits.allow_uncontained)
         self._slots = asyncio.Semaphore(max(1, int(slots)))
         self._sessions: dict[str, Any] = {}
