@@ -122,7 +122,7 @@ def test_samples_resolution_order():
 def test_paper_allocation_totals_17852():
     counts = {"nl4opt": 230, "mamo_easy": 652, "mamo_complex": 211, "nlp4lp": 242, "complexor": 18,
               "industryor": 100, "optibench": 605, "optmath": 166, "icml_competition": 410}
-    assert sum(n * C.benchmark_config(b).samples for b, n in counts.items()) == 17852
+    assert sum(n * (C.benchmark_config(b).samples or 0) for b, n in counts.items()) == 17852
 
 
 def test_fingerprint_ignores_operational_keys():
