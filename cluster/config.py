@@ -514,8 +514,9 @@ _CACHE: dict[tuple[Any, ...], Any] = {}
 
 
 def _cached(kind: str, name: str, build: Callable[[str], T]) -> T:
-    """Validated entity configs are cached per file state and returned read-only:
-    planning asks for them hundreds of times and OmegaConf construction is slow."""
+    """Validated entity configs are cached per file state and returned read-only (frozen
+    dataclasses, or a read-only DictConfig): planning asks for them hundreds of times and
+    OmegaConf construction is slow."""
     path = configs_dir() / kind / f"{name}.yaml"
     try:
         st = path.stat()
