@@ -228,11 +228,9 @@ def run_params(resolved: Mapping[str, Any], model: str, method: str, fingerprint
 def samples_per_benchmark(resolved: Mapping[str, Any]) -> dict[str, int]:
     """Samples per problem for each benchmark, as the plan uses them (cluster.config.samples_for):
     ``samples.per_benchmark``, else the benchmark yaml's ``samples``, else ``samples.default``."""
-    samples = resolved.get("samples", {}) or {}
-    per = samples.get("per_benchmark", {}) or {}
-    bcfg = resolved.get("benchmark_configs", {}) or {}
-    return {b: int(per.get(b) or (bcfg.get(b, {}) or {}).get("samples") or samples.get("default", 1))
-            for b in resolved.get("benchmarks", [])}
+    samples = resolved["samples"]  # a resolved config states every key: no default here
+    per, bcfg = samples["per_benchmark"], resolved["benchmark_configs"]
+    return {b: int(per.get(b) or bcfg[b]["samples"] or samples["default"]) for b in resolved["benchmarks"]}
 
 
 def plan_params(resolved: Mapping[str, Any]) -> dict[str, str]:
