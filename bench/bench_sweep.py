@@ -178,7 +178,6 @@ def main() -> int:
     from cluster.driver.run import drive, executor_count, stop_actors
     from cluster.executors import start_executors
     from cluster.runtime import connect, disconnect
-    from evalcore.sandbox.types import Limits
 
     out = tempfile.mkdtemp(prefix="opteval-bench-")
     cfg = load_config([
@@ -190,7 +189,7 @@ def main() -> int:
     programs = asyncio.run(capture_programs(prep))
     rt = connect(None)
     try:
-        limits = Limits(**dict(cfg.limits))
+        limits = cfg.limits
         n_exec = executor_count(cfg)
         handles = start_executors("bench-baseline", n_exec, float(cfg.cluster.executor_cpus), limits)
         inflight = int(cfg.cluster.max_in_flight_per_model)  # as many queued as the sweep keeps in flight

@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from cluster.config import ConfigError, load_config, model_config
+from cluster.config import ConfigError, SweepConfig, load_config, model_config
 from cluster.ledger import Ledger, LedgerError
 from cluster.tracking import Tracker, results_markdown, summarize_ledger, sync_from_ledger, ui_command
 
@@ -67,11 +67,11 @@ def model_meta(models: list[str]) -> dict[str, dict[str, Any]]:
             mc = model_config(name)
         except ConfigError:
             continue
-        meta[name] = {"family": mc.get("family") or name, "size_b": mc.get("size_b")}
+        meta[name] = {"family": mc.family or name, "size_b": mc.size_b}
     return meta
 
 
-def answer_keys(cfg: Any, benchmarks: list[str]) -> dict[str, Any]:
+def answer_keys(cfg: SweepConfig, benchmarks: list[str]) -> dict[str, Any]:
     """The driver-side answer keys; a benchmark whose data is absent keeps its stored grades."""
     from evalcore.problems import BenchmarkLoadError, data_dir, load_benchmark
 
@@ -85,10 +85,12 @@ def answer_keys(cfg: Any, benchmarks: list[str]) -> dict[str, Any]:
     return keys
 
 
-def full_report(cfg: Any, ledger: Ledger, opts: dict[str, Any], tracker: Tracker | None) -> int:
+def full_report(cfg: SweepConfig, ledger: Ledger, opts: dict[str, Any], tracker: Tracker | None) -> int:
     from evalcore.reporting import build_report
 
     plan = ledger.read_plan()
+    if plan is None:
+        raise UsageError(f"{ledger.uri} has no plan.parquet (the sweep never started)")
     plan_df = plan.to_pandas()
     table = ledger.read_table().to_pandas()
     profile = opts["--profile"] or cfg.grading.profile
@@ -138,7 +140,7 @@ def default_out(ledger: Ledger) -> Path:
     return Path(uri.removeprefix("file://")) / "report"
 
 
-def from_mlflow(cfg: Any) -> int:
+def from_mlflow(cfg: SweepConfig) -> int:
     from cluster.mlflow_views import MlflowViewError, table_from_mlflow
     from cluster.tracking import tracking_uri
     from evalcore.reporting import to_markdown

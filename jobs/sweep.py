@@ -22,6 +22,10 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from cluster.config import SweepConfig
 
 EXIT_CONFIG = 2
 EXIT_INTERRUPTED = 130
@@ -111,7 +115,7 @@ def _main(argv: list[str] | None) -> int:
         signals.step("reading the config")
         cfg = load_config(argv)
         check_job_storage(cfg)
-        if bool(cfg.plan_only):
+        if cfg.plan_only:
             return plan_only(cfg)
         check_output_dir(cfg)
         signals.step("checking the benchmark files")
@@ -142,12 +146,12 @@ def _one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split())
 
 
-def check_output_dir(cfg) -> None:
+def check_output_dir(cfg: SweepConfig) -> None:
     """A local ``sweep.output_dir`` must be creatable and writable before anything starts
     (else the first commit, minutes in, would fail with a traceback)."""
     from cluster.config import ConfigError
 
-    out = str(cfg.sweep.output_dir)
+    out = cfg.sweep.output_dir
     if "://" in out and not out.startswith("file://"):
         return  # object stores: the ledger's own open reports access errors
     path = Path(out[len("file://"):] if out.startswith("file://") else out).expanduser()
@@ -160,15 +164,15 @@ def check_output_dir(cfg) -> None:
         raise ConfigError(f"sweep.output_dir: cannot write to {path} ({exc.strerror or exc})") from None
 
 
-def missing_benchmarks(cfg) -> list[str]:
+def missing_benchmarks(cfg: SweepConfig) -> list[str]:
     """Configured benchmarks whose normalized file is absent from the data directory."""
     from evalcore import problems as P
 
-    return [str(b) for b in cfg.benchmarks if P.get_entry(str(b)).upstream is not None
-            and not P.benchmark_path(str(b), cfg.data.dir).exists()]
+    return [b for b in cfg.benchmarks if P.get_entry(b).upstream is not None
+            and not P.benchmark_path(b, cfg.data.dir).exists()]
 
 
-def ensure_data(cfg) -> None:
+def ensure_data(cfg: SweepConfig) -> None:
     """Fetch absent benchmarks (``data.fetch_missing``, the default) so no manual data step
     precedes a job; the files are sha256-pinned, so fetching cannot change the numbers."""
     from cluster.config import ConfigError
@@ -180,7 +184,7 @@ def ensure_data(cfg) -> None:
         return
     ddir = P.data_dir(cfg.data.dir)
     fetch_cmd = f"python jobs/data.py fetch {' '.join(missing)}"
-    if not bool(cfg.data.fetch_missing):
+    if not cfg.data.fetch_missing:
         raise ConfigError(f"data.fetch_missing=false and {len(missing)} benchmark file(s) are not in {ddir}: "
                           f"{', '.join(missing)}; fetch them with `{fetch_cmd}` (or set OPTEVAL_DATA / data.dir "
                           "to a directory holding them)")
@@ -204,14 +208,14 @@ def ensure_data(cfg) -> None:
             "data.base_url=...) or set OPTEVAL_DATA to a directory holding the files")
 
 
-def check_job_storage(cfg) -> None:
+def check_job_storage(cfg: SweepConfig) -> None:
     """Under ``ray job submit`` the working directory is a temporary unpacked package whose
     path changes with every upload: a relative ledger there would be lost on resume."""
     from cluster.config import ConfigError
 
     if not os.environ.get("RAY_JOB_CONFIG_JSON_ENV_VAR"):
         return
-    out = str(cfg.sweep.output_dir)
+    out = cfg.sweep.output_dir
     if "://" not in out and not os.path.isabs(out):
         raise ConfigError(
             f"sweep.output_dir={out} is relative; under ray job submit it resolves inside the job's "
@@ -223,7 +227,7 @@ def check_job_storage(cfg) -> None:
               file=sys.stderr, flush=True)
 
 
-def plan_only(cfg) -> int:
+def plan_only(cfg: SweepConfig) -> int:
     """Expand the plan and consult the ledger; never imports Ray and never downloads.
 
     Without some benchmark files the counts come from the registry (each registered
