@@ -7,6 +7,7 @@ goes through ``_tmp/`` and a server-side copy, and nothing temporary stays visib
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import subprocess
@@ -95,6 +96,24 @@ def _assert_no_temporaries(client, sweep: str = "demo") -> None:
     assert not left, f"temporaries still visible: {left}"
     assert not [k for k in objs if k.endswith(".tmp")]
 
+
+@pytest.fixture(autouse=True)
+def _close_ledgers(monkeypatch):
+    """Every ledger a test opens releases its lease before the bucket goes away (a held lease
+    keeps a heartbeat thread that would otherwise log retries against a stopped server)."""
+    opened: list[Ledger] = []
+    real_open = Ledger.open.__func__  # type: ignore[attr-defined]
+
+    def tracking_open(cls, *args, **kwargs):
+        led = real_open(cls, *args, **kwargs)
+        opened.append(led)
+        return led
+
+    monkeypatch.setattr(Ledger, "open", classmethod(tracking_open))
+    yield
+    for led in opened:
+        with contextlib.suppress(Exception):  # a lease taken over by another test writer is gone already
+            led.close()
 
 def _setup(*extra):
     cfg = load_config([f"sweep.output_dir={URI}", "methods=[direct,opticycle]", "samples.default=2", *extra])
