@@ -30,7 +30,8 @@ import pickle
 import sys
 import tempfile
 import time
-from typing import Any
+from types import SimpleNamespace
+from typing import Any, cast
 
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
@@ -76,8 +77,8 @@ async def capture_programs(prep) -> tuple[list[str], list[Any]]:
 async def executor_only(programs: list[str], handles: list, slots: int, limits) -> tuple[float, float, float]:
     """(programs/s, t0, t1) on the executor actors alone, ``slots`` in flight (each actor runs one
     per CPU, the rest queue); the rate is the steady one, measured exactly as the sweep's."""
+    from cluster.driver.progress import Progress
     from cluster.executors import RayExecutor, _Shared
-    from cluster.scheduler import Progress
 
     ex = RayExecutor(_Shared(handles), limits)
     sem = asyncio.Semaphore(slots)
@@ -101,7 +102,7 @@ class CpuSampler:
 
     Why sampled in a thread: the sweep kills its actors (and Serve its replica) before
     ``drive`` returns, and a dead process's CPU time can no longer be read; other
-    engineers' Ray clusters on the same machine must not be counted either, so only
+    Ray clusters on a shared machine must not be counted either, so only
     descendants of this process are looked at. Children's reaped CPU (the sandbox
     forks) is included through ``children_user``/``children_system``.
     """
@@ -135,7 +136,8 @@ class CpuSampler:
                         if self._roles.get(p.pid, "ray:").startswith("ray:"):  # Ray renames its workers later
                             role = _role(" ".join(p.cmdline())[:200], p.name()) or f"other:{p.name()}"
                             if self._roles.get(p.ppid()) in ("evalcore.sandbox", "fork"):
-                                role = "fork"  # a sandboxed run (and its solver): counted once reaped, in the server's children_*
+                                # a sandboxed run (and its solver): counted, once reaped, in the server's children_*
+                                role = "fork"
                             self._roles[p.pid] = role
                         ct = p.cpu_times()
                 except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
@@ -150,17 +152,19 @@ class CpuSampler:
         """CPU seconds per role spent between monotonic times t0 and t1 (last samples at or before each)."""
         out: dict[str, float] = {}
         for pid, series in self._samples.items():
-            def at(t: float, series: list[tuple[float, float]] = series) -> float:
-                v = 0.0
-                for ts, cpu in series:
-                    if ts > t:
-                        break
-                    v = cpu
-                return v
-
             role = self._roles[pid]
-            out[role] = out.get(role, 0.0) + max(0.0, at(t1) - at(t0))
+            out[role] = out.get(role, 0.0) + max(0.0, _cpu_at(series, t1) - _cpu_at(series, t0))
         return out
+
+
+def _cpu_at(series: list[tuple[float, float]], t: float) -> float:
+    """The last cumulative CPU sample taken at or before monotonic time t (0 before the first)."""
+    v = 0.0
+    for ts, cpu in series:
+        if ts > t:
+            break
+        v = cpu
+    return v
 
 
 COMPONENTS = {  # process role -> the component it is reported as
@@ -182,21 +186,13 @@ def wire_costs(prep: Any, trajectories: list[Any]) -> dict[str, Any]:
     (driver -> worker, built as the driver builds it) and the ``Trajectory`` back."""
     import ray.cloudpickle as cloudpickle
 
+    from cluster.driver.dispatch import Dispatcher
     from cluster.serving import Endpoint
-    from cluster.workers import TrajectoryTask
 
     ep = Endpoint(name="sim-fast", base_url="http://127.0.0.1:8000/sim-fast/v1", model_id="sim-fast",
                   simulated=True, app_name="opteval-sim-sim-fast")
-    tasks = []
-    for it in list(prep.plan)[: len(trajectories)]:
-        me = prep.method_cfgs[it.method]
-        sampling, budgets = prep.run_params(it.model, it.method)
-        tasks.append(TrajectoryTask(
-            key=it.key, model=it.model, method=it.method, harness=str(me.get("harness", it.method)),
-            extraction=str(me.get("extraction", "submit")), problem=prep.problems[(it.benchmark, it.problem_id)],
-            sample=int(it.sample), sampling=sampling, budgets=budgets, endpoint=ep,
-            stages=dict(me.get("stages") or {}), solvers=tuple(prep.cfg.solvers),
-            prompt=dict(prep.model_cfgs[it.model].get("prompt") or {}), params=dict(me.get("params") or {})))
+    driver = cast(Any, SimpleNamespace(prep=prep))  # Dispatcher._task, the driver's builder, reads only self.prep
+    tasks = [Dispatcher._task(driver, it, ep) for it in list(prep.plan)[: len(trajectories)]]
 
     def cost(objs: list[Any]) -> dict[str, float]:
         t0 = time.process_time()
@@ -237,10 +233,10 @@ def main() -> int:
     routes = [r for r in args.routes.split(",") if r]
 
     from cluster.config import load_config
+    from cluster.driver.prepare import prepare
+    from cluster.driver.run import drive, executor_count, stop_actors
     from cluster.executors import start_executors
     from cluster.runtime import connect, disconnect
-    from cluster.scheduler import drive, executor_count, prepare, stop_actors
-    from evalcore.sandbox.types import Limits
 
     out = tempfile.mkdtemp(prefix="opteval-bench-")
 
@@ -259,10 +255,10 @@ def main() -> int:
     rt = connect(None)
     sweeps: dict[str, Any] = {}
     try:
-        limits = Limits(**dict(cfg.limits))
+        limits = cfg.limits
         n_exec = executor_count(cfg)
-        handles = start_executors("bench-baseline", n_exec, float(cfg.cluster.executor_cpus), limits,
-                                  tuple(cfg.solvers), int(cfg.cluster.get("sandbox_pool", 2)))  # as the sweep's
+        handles = start_executors("bench-baseline", n_exec, cfg.cluster.executor_cpus, limits, cfg.solvers,
+                                  cfg.cluster.sandbox_pool)  # as the sweep starts its executors
         inflight = int(cfg.cluster.max_in_flight_per_model)  # as many queued as the sweep keeps in flight
         sampler = CpuSampler().start()
         asyncio.run(executor_only(programs[: min(64, len(programs))], handles, inflight, limits))  # warm up

@@ -9,7 +9,7 @@ GPU. So everything here that only *describes* an application (``llm_config_dict`
 ``build_llm_app`` / ``deploy_stage`` import ``ray.serve.llm`` lazily and raise
 :class:`VLLMNotInstalled` (install ``pip install -e '.[gpu]'``) when vLLM is absent.
 
-Public API (callers: ``cluster/serving.py``, ``cluster/scheduler.py``, ``jobs/serve.py``,
+Public API (callers: ``cluster/serving.py``, ``cluster/driver/run.py``, ``jobs/serve.py``,
 ``jobs/k8s.py``). ``model_cfg`` is one ``configs/models/<name>.yaml`` as a dict or
 DictConfig; ``cfg`` is either the whole sweep config (with a ``serving`` section) or
 that ``serving`` section itself.

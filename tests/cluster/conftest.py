@@ -88,7 +88,9 @@ def spawn_sweep(args: list[str], address: str, log: Path, configs: Path | None =
 
 def committed_files(out: Path, name: str) -> list[Path]:
     root = out / name / "trajectories"
-    return [p for p in root.rglob("*.parquet") if not any(part.startswith((".", "_")) for part in p.relative_to(root).parts)] if root.exists() else []
+    if not root.exists():
+        return []
+    return [p for p in root.rglob("*.parquet") if not any(part.startswith((".", "_")) for part in p.relative_to(root).parts)]
 
 
 def wait_for(pred, timeout_s: float, what: str, interval_s: float = 0.2):
@@ -119,7 +121,8 @@ def run_uninterrupted(args: list[str], out: Path, name: str, configs: Path):
     """Run a sweep to the end in this process with ``$OPTEVAL_CONFIGS`` = ``configs``: the
     reference a faulted run must equal. Returns (its ledger frame, planned trajectories)."""
     from cluster.config import load_config
-    from cluster.scheduler import prepare, run_sweep
+    from cluster.driver import run_sweep
+    from cluster.driver.prepare import prepare
 
     old = os.environ.get("OPTEVAL_CONFIGS")
     os.environ["OPTEVAL_CONFIGS"] = str(configs)

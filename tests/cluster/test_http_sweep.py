@@ -12,8 +12,8 @@ import shutil
 import pytest
 
 from cluster.config import load_config
+from cluster.driver import run_sweep
 from cluster.ledger import Ledger
-from cluster.scheduler import run_sweep
 from tests.models.policy_server import PolicyServer
 
 pytestmark = pytest.mark.ray
@@ -111,6 +111,7 @@ def test_sweep_over_a_recording_openai_endpoint(ray_cluster, h, tmp_path, monkey
 
     # 5. the manifest records what programs ran with
     man = Ledger.open_existing(str(tmp_path), "http").manifest()
+    assert man is not None
     env = man["executors"]
     assert env["solvers"] == ["scipy", "pulp", "pyscipopt"]
     assert all(isinstance(env["versions"][s], str) for s in env["solvers"])

@@ -25,7 +25,8 @@ from pathlib import Path
 import pytest
 
 from cluster.config import load_config
-from cluster.scheduler import prepare, run_sweep
+from cluster.driver import run_sweep
+from cluster.driver.prepare import prepare
 from evalcore.data import reference_program
 
 pytestmark = pytest.mark.ray
@@ -44,8 +45,9 @@ def _fenced(program: str) -> str:
 
 # (problem, sample) -> (completion, expected status, expected correct)
 def _recording() -> dict[tuple[str, int], tuple[str, str, bool]]:
-    ref = {pid: reference_program(pid) for pid in PROBLEMS}
-    assert all(ref.values()), f"reference programs missing for {[p for p, v in ref.items() if not v]}"
+    found = {pid: reference_program(pid) for pid in PROBLEMS}
+    ref = {pid: prog for pid, prog in found.items() if prog}
+    assert len(ref) == len(found), f"reference programs missing for {sorted(set(found) - set(ref))}"
     return {
         ("sample-0001", 0): (_fenced(ref["sample-0001"]), "submitted", True),
         ("sample-0001", 1): (_fenced(ref["sample-0001"]), "submitted", True),
@@ -230,7 +232,7 @@ def test_ray_job_submit_runs_the_sweep_on_a_cluster(h, tmp_path):
                 if p.is_dir()]
         assert len(pkgs) == 1, pkgs
         files = [p for p in pkgs[0].rglob("*") if p.is_file()]
-        assert (pkgs[0] / "jobs" / "sweep.py").is_file() and (pkgs[0] / "cluster" / "scheduler.py").is_file()
+        assert (pkgs[0] / "jobs" / "sweep.py").is_file() and (pkgs[0] / "cluster" / "driver" / "run.py").is_file()
         assert not any(p.relative_to(pkgs[0]).parts[0] == "results" for p in files)
         size = sum(p.stat().st_size for p in files)
         assert size < 20 << 20, f"uploaded {size / 2**20:.1f} MiB (Ray's limit is 100 MiB)"

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from cluster.config import load_config
-from cluster.scheduler import run_sweep
+from cluster.driver import run_sweep
 
 pytestmark = pytest.mark.ray
 

@@ -7,14 +7,17 @@ goes through ``_tmp/`` and a server-side copy, and nothing temporary stays visib
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import subprocess
 import sys
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 import boto3
+import pyarrow as pa
 import pytest
 from moto.server import ThreadedMotoServer
 
@@ -22,6 +25,18 @@ from cluster.config import load_config, resolved, sweep_fingerprint
 from cluster.ledger import ConfigChangedError, DuplicateKeyError, Ledger, error_row, trajectory_row
 from cluster.plan import expand_plan, remaining
 from evalcore.records import LEDGER_SCHEMA, CallRecord, ExecRecord, Submission, Trajectory
+
+
+def _manifest(led: Ledger) -> dict[str, Any]:
+    man = led.manifest()
+    assert man is not None, f"{led.uri} has no manifest"
+    return man
+
+
+def _plan(led: Ledger) -> pa.Table:
+    plan = led.read_plan()
+    assert plan is not None, f"{led.uri} has no plan"
+    return plan
 
 REPO = Path(__file__).resolve().parents[2]
 BUCKET = "opteval-test"
@@ -82,6 +97,24 @@ def _assert_no_temporaries(client, sweep: str = "demo") -> None:
     assert not [k for k in objs if k.endswith(".tmp")]
 
 
+@pytest.fixture(autouse=True)
+def _close_ledgers(monkeypatch):
+    """Every ledger a test opens releases its lease before the bucket goes away (a held lease
+    keeps a heartbeat thread that would otherwise log retries against a stopped server)."""
+    opened: list[Ledger] = []
+    real_open = Ledger.open.__func__  # type: ignore[attr-defined]
+
+    def tracking_open(cls, *args, **kwargs):
+        led = real_open(cls, *args, **kwargs)
+        opened.append(led)
+        return led
+
+    monkeypatch.setattr(Ledger, "open", classmethod(tracking_open))
+    yield
+    for led in opened:
+        with contextlib.suppress(Exception):  # a lease taken over by another test writer is gone already
+            led.close()
+
 def _setup(*extra):
     cfg = load_config([f"sweep.output_dir={URI}", "methods=[direct,opticycle]", "samples.default=2", *extra])
     res = resolved(cfg)
@@ -125,8 +158,8 @@ def test_s3_commit_resume_duplicates_and_read_back(s3):
     led2 = Ledger.open(URI, "demo", res, fp)  # resume: keys come back from the bucket
     assert led2.committed_keys() == {r["key"] for r in committed}
     assert remaining(plan, led2.committed_keys()) == plan[11:]
-    assert led2.manifest()["fingerprint"] == fp and led2.manifest()["plan"]["total"] == len(plan)
-    assert led2.read_plan().column("key").to_pylist() == [p.key for p in plan]
+    assert _manifest(led2)["fingerprint"] == fp and _manifest(led2)["plan"]["total"] == len(plan)
+    assert _plan(led2).column("key").to_pylist() == [p.key for p in plan]
     with pytest.raises(DuplicateKeyError):
         led2.commit([_row(plan[0])])  # committed on the store
     with pytest.raises(DuplicateKeyError):
@@ -158,8 +191,8 @@ def test_s3_changed_config_refused_unless_allowed(s3):
         Ledger.open(URI, "demo", res2, fp2, read_only=True)  # plan_only refuses too
     led = Ledger.open(URI, "demo", res2, fp2, allow_config_change=True)
     assert led.committed_keys() == {plan[0].key}
-    assert led.manifest()["fingerprint"] == fp2
-    assert led.manifest()["history"][-1]["changes"] == ["sampling.temperature: 0.6 -> 0.7"]
+    assert _manifest(led)["fingerprint"] == fp2
+    assert _manifest(led)["history"][-1]["changes"] == ["sampling.temperature: 0.6 -> 0.7"]
     _assert_no_temporaries(s3)
 
 
@@ -196,7 +229,7 @@ def test_s3_crash_before_publish_and_compaction(s3, monkeypatch):
 
 
 def test_plan_only_cli_reads_s3_and_writes_nothing(s3):
-    from cluster.scheduler import prepare
+    from cluster.driver.prepare import prepare
 
     args = [f"sweep.output_dir={URI}", "samples.default=1", "methods=[direct]"]
     prep = prepare(load_config(args))  # writable: manifest + plan
