@@ -203,7 +203,7 @@ class OpenAIChatModel(ChatCompletionsModel):
         name: str,
         base_url: str,
         model_id: str,
-        api_key_env: str = "OPENAI_API_KEY",
+        api_key_env: str | None = "OPENAI_API_KEY",
         timeout_s: float = 600,
         max_retries: int = 4,
         backoff_s: float = 1.0,
