@@ -67,23 +67,9 @@ POOL_SHARDS = 8
 
 
 def build_client(ep: Endpoint) -> Any:
-    """An HTTP client for served endpoints; in-process backends (replay) via make_model."""
-    if ep.base_url:
-        from evalcore.models.openai_backend import OpenAIChatModel
-
-        return OpenAIChatModel(
-            name=ep.name,
-            base_url=ep.base_url,
-            model_id=ep.model_id,
-            api_key_env=ep.api_key_env,
-            timeout_s=ep.timeout_s,
-            max_retries=ep.max_retries,
-            extra_body=dict(ep.extra_body or {}),
-            pool_shards=POOL_SHARDS,
-        )
-    from evalcore.models import make_model
-
-    return make_model(dict(ep.model_cfg or {}))
+    """The endpoint's chat client (HTTP for served endpoints, in-process for replay), every
+    setting its backend gave the endpoint carried (``Endpoint.client``)."""
+    return ep.client(pool_shards=POOL_SHARDS)
 
 
 @ray.remote(max_restarts=-1, max_task_retries=0, num_cpus=0)
