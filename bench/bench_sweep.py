@@ -70,8 +70,8 @@ async def capture_programs(prep) -> list[str]:
 async def executor_only(programs: list[str], handles: list, slots: int, limits) -> tuple[float, float, float]:
     """(programs/s, t0, t1) on the executor actors alone, ``slots`` in flight (each actor runs one
     per CPU, the rest queue); the rate is the steady one, measured exactly as the sweep's."""
+    from cluster.driver.progress import Progress
     from cluster.executors import RayExecutor, _Shared
-    from cluster.scheduler import Progress
 
     ex = RayExecutor(_Shared(handles), limits)
     sem = asyncio.Semaphore(slots)
@@ -174,9 +174,10 @@ def main() -> int:
 
 
     from cluster.config import load_config
+    from cluster.driver.prepare import prepare
+    from cluster.driver.run import drive, executor_count, stop_actors
     from cluster.executors import start_executors
     from cluster.runtime import connect, disconnect
-    from cluster.scheduler import drive, executor_count, prepare, stop_actors
     from evalcore.sandbox.types import Limits
 
     out = tempfile.mkdtemp(prefix="opteval-bench-")

@@ -141,7 +141,7 @@ def _call_run_cell(session: Any, code: str, limits: Limits | None) -> ExecResult
     return session.run_cell(code)
 
 
-def start_executors(sweep: str, count: int, cpus: int, default_limits: Limits | None = None,
+def start_executors(sweep: str, count: int, cpus: float, default_limits: Limits | None = None,
                     solvers: tuple[str, ...] | None = None, pool_size: int = 2) -> list[Any]:
     """Named actors (so operators and tests can find them), not detached: they die with the driver.
 

@@ -33,7 +33,7 @@ EXIT_COMMIT = 3
 
 
 def main(argv: list[str] | None = None) -> int:
-    from cluster import signals
+    from cluster.driver import signals
 
     old = signals.install()  # from the first second: Ctrl-C / SIGTERM stop the run (exit 130)
     try:
@@ -47,8 +47,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main(argv: list[str] | None) -> int:
-    from cluster import signals
     from cluster.config import ConfigError, load_config
+    from cluster.driver import signals
     from cluster.ledger import CommitError, ConfigChangedError, LedgerError
     from evalcore.problems import BenchmarkLoadError
 
@@ -67,7 +67,7 @@ def _main(argv: list[str] | None) -> int:
         signals.step("checking the benchmark files")
         ensure_data(cfg)
         signals.checkpoint()
-        from cluster.scheduler import run_sweep
+        from cluster.driver import run_sweep
 
         return run_sweep(cfg)
     except ConfigError as exc:
@@ -121,8 +121,8 @@ def missing_benchmarks(cfg) -> list[str]:
 def ensure_data(cfg) -> None:
     """Fetch absent benchmarks (``data.fetch_missing``, the default) so no manual data step
     precedes a job; the files are sha256-pinned, so fetching cannot change the numbers."""
-    from cluster import signals
     from cluster.config import ConfigError
+    from cluster.driver import signals
     from evalcore import problems as P
 
     missing = missing_benchmarks(cfg)
@@ -179,7 +179,7 @@ def plan_only(cfg) -> int:
     Without some benchmark files the counts come from the registry (each registered
     benchmark is pinned by its count), so the totals are exact; which of those keys are
     committed cannot be checked until the files are there."""
-    from cluster.scheduler import plan_report, prepare
+    from cluster.driver.prepare import plan_report, prepare
 
     missing = missing_benchmarks(cfg)
     if missing:

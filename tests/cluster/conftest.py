@@ -119,7 +119,8 @@ def run_uninterrupted(args: list[str], out: Path, name: str, configs: Path):
     """Run a sweep to the end in this process with ``$OPTEVAL_CONFIGS`` = ``configs``: the
     reference a faulted run must equal. Returns (its ledger frame, planned trajectories)."""
     from cluster.config import load_config
-    from cluster.scheduler import prepare, run_sweep
+    from cluster.driver import run_sweep
+    from cluster.driver.prepare import prepare
 
     old = os.environ.get("OPTEVAL_CONFIGS")
     os.environ["OPTEVAL_CONFIGS"] = str(configs)

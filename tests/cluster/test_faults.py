@@ -13,7 +13,7 @@ import pytest
 import ray
 
 from cluster.config import load_config
-from cluster.scheduler import run_sweep
+from cluster.driver import run_sweep
 
 # A slow tier (~6 min on 2 cores: five sweeps): deselected by the README test command
 # (pyproject addopts ``-m "not faults"``), run by ``.ci/run`` after the main suite with

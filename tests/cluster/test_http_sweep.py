@@ -12,8 +12,8 @@ import shutil
 import pytest
 
 from cluster.config import load_config
+from cluster.driver import run_sweep
 from cluster.ledger import Ledger
-from cluster.scheduler import run_sweep
 from tests.models.policy_server import PolicyServer
 
 pytestmark = pytest.mark.ray

@@ -25,7 +25,8 @@ from pathlib import Path
 import pytest
 
 from cluster.config import load_config
-from cluster.scheduler import prepare, run_sweep
+from cluster.driver import run_sweep
+from cluster.driver.prepare import prepare
 from evalcore.data import reference_program
 
 pytestmark = pytest.mark.ray
@@ -230,7 +231,7 @@ def test_ray_job_submit_runs_the_sweep_on_a_cluster(h, tmp_path):
                 if p.is_dir()]
         assert len(pkgs) == 1, pkgs
         files = [p for p in pkgs[0].rglob("*") if p.is_file()]
-        assert (pkgs[0] / "jobs" / "sweep.py").is_file() and (pkgs[0] / "cluster" / "scheduler.py").is_file()
+        assert (pkgs[0] / "jobs" / "sweep.py").is_file() and (pkgs[0] / "cluster" / "driver" / "run.py").is_file()
         assert not any(p.relative_to(pkgs[0]).parts[0] == "results" for p in files)
         size = sum(p.stat().st_size for p in files)
         assert size < 20 << 20, f"uploaded {size / 2**20:.1f} MiB (Ray's limit is 100 MiB)"

@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 
 from cluster.config import load_config
-from cluster.scheduler import run_sweep
+from cluster.driver import run_sweep
 
 pytestmark = pytest.mark.ray
 

@@ -39,8 +39,8 @@ def test_unplaceable_replica_is_refused_within_seconds(ray_cluster):
 
 
 def test_executor_count_comes_from_the_executor_resource(ray_cluster):
+    from cluster.driver.run import executor_count
     from cluster.runtime import PlacementError
-    from cluster.scheduler import executor_count
 
     assert ray.cluster_resources().get("opteval_executor") == 2  # the embedded cluster offers its CPUs
     assert executor_count(load_config([])) == 2

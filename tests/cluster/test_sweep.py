@@ -11,7 +11,8 @@ import pytest
 import ray
 
 from cluster.config import load_config
-from cluster.scheduler import prepare, run_sweep
+from cluster.driver import run_sweep
+from cluster.driver.prepare import prepare
 
 pytestmark = pytest.mark.ray
 

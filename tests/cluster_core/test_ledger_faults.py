@@ -313,7 +313,7 @@ def test_crash_after_rewrite_before_deletes_resolves_at_open(tmp_path, monkeypat
 def test_committer_keeps_rows_that_finish_while_a_commit_runs_and_stops_on_failure(tmp_path):
     import asyncio
 
-    from cluster.scheduler import Committer
+    from cluster.driver.commit import Committer
 
     cfg, res, fp, plan = _setup(tmp_path)
     led = _open(tmp_path, res, fp)

@@ -196,7 +196,7 @@ def test_s3_crash_before_publish_and_compaction(s3, monkeypatch):
 
 
 def test_plan_only_cli_reads_s3_and_writes_nothing(s3):
-    from cluster.scheduler import prepare
+    from cluster.driver.prepare import prepare
 
     args = [f"sweep.output_dir={URI}", "samples.default=1", "methods=[direct]"]
     prep = prepare(load_config(args))  # writable: manifest + plan

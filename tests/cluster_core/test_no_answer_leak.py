@@ -7,7 +7,8 @@ import dataclasses
 import cloudpickle
 
 from cluster.config import load_config
-from cluster.scheduler import Dispatcher, prepare
+from cluster.driver.dispatch import Dispatcher
+from cluster.driver.prepare import prepare
 from cluster.serving import Endpoint
 from evalcore.problems import ProblemSpec
 
@@ -53,8 +54,8 @@ def test_trajectory_tasks_carry_no_answer(tmp_path):
         assert b"AnswerKey" not in blob
         # Every leaf a worker receives, except the question itself and the typed sampling and
         # budget parameters (fixed config numbers that may coincide with an answer).
-        shipped = dataclasses.replace(task, problem=ProblemSpec(task.problem.benchmark, task.problem.id, ""),
-                                      sampling=None, budgets=None)
+        shipped = [ProblemSpec(task.problem.benchmark, task.problem.id, ""),
+                   *(getattr(task, f.name) for f in dataclasses.fields(task) if f.name not in {"problem", "sampling", "budgets"})]
         answer = answers[item.problem_id]
         for leaf in _leaves(shipped):
             if isinstance(leaf, str):

@@ -11,7 +11,8 @@ from cluster import llm_serving as ls
 from cluster.config import ServingSection, VllmSection
 
 ROOT = Path(__file__).resolve().parents[2]
-FILES = ["cluster/llm_serving.py", "cluster/serving.py", "cluster/scheduler.py", "jobs/serve.py"]
+FILES = ["cluster/llm_serving.py", "cluster/serving.py", "jobs/serve.py",
+         *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "cluster" / "driver").glob("*.py"))]
 
 
 def test_serving_keys_read_by_the_code_are_in_the_schema():

@@ -1,0 +1,213 @@
+"""Bounded fan-out of one stage's trajectories over the worker actors, with retries.
+
+Failure policy: an infrastructure failure (worker died, endpoint unreachable, executor
+lost, trajectory timeout) is retried up to ``cluster.retries`` times on another worker
+when one is up, with exponential backoff, then committed with status ``error`` and its
+reason; it counts as wrong and stays in the denominator. Needs Ray (imported only once
+the sweep has started it).
+"""
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable
+from dataclasses import dataclass
+from typing import Any
+
+import ray
+from ray.exceptions import RayError
+
+from cluster.driver.commit import Committer, build_row
+from cluster.driver.prepare import Prepared
+from cluster.driver.progress import Progress
+from cluster.driver.signals import StopState
+from cluster.plan import PlanItem
+from cluster.serving import Endpoint
+from cluster.tracking import Tracker
+from cluster.workers import TrajectoryTask, WorkerFailure
+from evalcore.records import Trajectory
+
+WORKER_DOWN_S = 30.0  # a worker whose call failed gets no new work this long while another is up
+WORKER_PROBE_S = 5.0  # a worker that failed must answer a ping this fast before it gets work again
+WORKER_RESTART_WAIT_S = 180.0  # with no worker answering, wait this long for one to come back
+
+
+@dataclass
+class Outcome:
+    """One planned trajectory's end: a Trajectory to grade, or the reason it failed for good."""
+
+    traj: Trajectory | None
+    error: str | None
+    attempts: int
+
+
+class Dispatcher:
+    """Bounded fan-out of one stage's trajectories over the worker actors, with retries."""
+
+    def __init__(self, prep: Prepared, workers: list[Any], committer: Committer, progress: Progress,
+                 stop: StopState, tracker: Tracker | None = None) -> None:
+        c = prep.cfg.cluster
+        self.prep, self.workers, self.committer, self.progress, self.stop = prep, workers, committer, progress, stop
+        self.tracker = tracker
+        self.retries = int(c.retries)
+        self.backoff_s = float(c.get("retry_backoff_s", 5.0))
+        self.down_until = [0.0] * len(workers)
+        self.timeout_s = float(c.trajectory_timeout_s)
+        self.per_model = int(c.max_in_flight_per_model)
+        self.capacity = asyncio.Semaphore(max(1, len(workers) * int(c.worker_concurrency)))
+        self.load = [0] * len(workers)
+        self.tasks: set[asyncio.Task] = set()
+
+    def _pick_worker(self, avoid: frozenset[int] = frozenset()) -> int:
+        """Least loaded among workers that are up and did not already fail this trajectory;
+        else up ones; else ones not tried; else any."""
+        now = time.monotonic()
+        every = list(range(len(self.workers)))
+        up = [i for i in every if self.down_until[i] <= now]
+        fresh_up = [i for i in up if i not in avoid]
+        untried = [i for i in every if i not in avoid]
+        return min(fresh_up or up or untried or every, key=lambda i: self.load[i])
+
+    async def _live_worker(self, avoid: frozenset[int] = frozenset()) -> int:
+        """A worker to send to: one that never failed, or a failed one that answers a ping now.
+        While none answers (all restarting, e.g. after their node died) wait for one, up to
+        ``WORKER_RESTART_WAIT_S``, without spending the trajectory's retries."""
+        deadline = time.monotonic() + WORKER_RESTART_WAIT_S
+        while True:
+            idx = self._pick_worker(avoid)
+            if self.down_until[idx] == 0.0:
+                return idx
+            try:
+                await asyncio.wait_for(_await(self.workers[idx].ping.remote()), timeout=WORKER_PROBE_S)
+                self.down_until[idx] = 0.0
+                return idx
+            except (TimeoutError, RayError):
+                self.down_until[idx] = time.monotonic() + WORKER_DOWN_S
+            if time.monotonic() >= deadline:
+                return idx
+            await asyncio.sleep(1.0)  # never spin on workers that fail at once
+
+    def _retry_wait(self, attempt: int) -> float:
+        """Backoff before retry ``attempt`` (1-based): ``retry_backoff_s * 2**(attempt-1)``, long
+        enough for a killed actor to restart (a few seconds) by the second retry."""
+        return self.backoff_s * (2 ** (attempt - 1))
+
+    def _task(self, item: PlanItem, ep: Endpoint) -> TrajectoryTask:
+        me = self.prep.method_cfgs[item.method]
+        sampling, budgets = self.prep.run_params(item.model, item.method)
+        return TrajectoryTask(
+            key=item.key, model=item.model, method=item.method, harness=str(me.get("harness", item.method)),
+            extraction=str(me.get("extraction", "submit")), problem=self.prep.problems[(item.benchmark, item.problem_id)],
+            sample=int(item.sample), sampling=sampling, budgets=budgets, endpoint=ep,
+            stages=dict(me.get("stages") or {}), solvers=tuple(self.prep.cfg.solvers),
+            prompt=_contract(self.prep.model_cfgs[item.model]), params=dict(me.get("params") or {}))
+
+    async def _attempt(self, task: TrajectoryTask, avoid: frozenset[int] = frozenset(),
+                       used: list[int] | None = None) -> tuple[Trajectory | None, str | None]:
+        """One remote run: (trajectory, None) or (partial trajectory or None, failure reason).
+        The worker's index is appended to ``used`` (a retry avoids it)."""
+        idx = await self._live_worker(avoid)
+        if used is not None:
+            used.append(idx)
+        self.load[idx] += 1
+        ref = self.workers[idx].run.remote(task)
+        try:
+            res = await asyncio.wait_for(_await(ref), timeout=self.timeout_s)
+        except TimeoutError:
+            _cancel(ref)
+            return None, f"trajectory timeout after {self.timeout_s:g}s"
+        except RayError as exc:
+            self.down_until[idx] = time.monotonic() + WORKER_DOWN_S
+            return None, f"worker {idx} failed: {type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:300]}"
+        finally:
+            self.load[idx] -= 1
+        if isinstance(res, WorkerFailure):
+            return res.trajectory, res.reason
+        return res, None
+
+    async def run_item(self, item: PlanItem, ep: Endpoint) -> Outcome:
+        task = self._task(item, ep)
+        last_traj: Trajectory | None = None
+        reason: str | None = "not attempted"
+        tried: list[int] = []
+        for attempt in range(1, self.retries + 2):
+            traj, reason = await self._attempt(task, frozenset(tried), tried)
+            if reason is None:
+                return Outcome(traj, None, attempt)
+            last_traj = traj or last_traj
+            if attempt <= self.retries:
+                self.progress.retries += 1
+                print(f"[sweep] retry {attempt}/{self.retries} {item.key}: {reason}", flush=True)
+                await asyncio.sleep(self._retry_wait(attempt))
+        return Outcome(last_traj, reason, self.retries + 1)
+
+    async def _one(self, item: PlanItem, ep: Endpoint, sem: asyncio.Semaphore) -> None:
+        try:
+            out = await self.run_item(item, ep)
+            self.finish(item, out)
+        finally:
+            sem.release()
+            self.capacity.release()
+
+    def finish(self, item: PlanItem, out: Outcome) -> None:
+        try:
+            row, correct = build_row(self.prep, item, out)
+        except Exception as exc:
+            reason = f"driver could not grade/record: {type(exc).__name__}: {exc}"
+            print(f"[sweep] error {item.key}: {reason}", flush=True)
+            row, correct = build_row(self.prep, item, Outcome(None, reason, out.attempts))
+            out = Outcome(None, reason, out.attempts)
+        self.committer.add(row)
+        self.progress.record(item.model, item.method, correct, out.error is not None)
+
+    async def _produce(self, items: list[PlanItem], ep: Endpoint) -> None:
+        """Dispatch one model's items in plan order, at most ``max_in_flight_per_model`` at once."""
+        sem = asyncio.Semaphore(max(1, self.per_model))
+        for item in items:
+            await sem.acquire()
+            await self.capacity.acquire()
+            if self.stop.soft.is_set():
+                sem.release()
+                self.capacity.release()
+                return
+            self.progress.dispatched()
+            t = asyncio.create_task(self._one(item, ep, sem))
+            self.tasks.add(t)
+            t.add_done_callback(self.tasks.discard)
+
+    async def run_stage(self, items_by_model: dict[str, list[PlanItem]], endpoints: dict[str, Endpoint]) -> None:
+        producers = [asyncio.create_task(self._produce(items, endpoints[m])) for m, items in items_by_model.items()]
+        await _until(asyncio.gather(*producers), self.stop.hard)
+        while self.tasks and not self.stop.hard.is_set():
+            await _until(asyncio.wait(set(self.tasks)), self.stop.hard)
+        if self.stop.hard.is_set():
+            for t in list(self.tasks) + producers:
+                t.cancel()
+            await asyncio.gather(*self.tasks, *producers, return_exceptions=True)
+
+
+def _contract(model_cfg: dict[str, Any]) -> dict[str, Any]:
+    """The model's prompt contract, empty when it is the default (keep the harness's messages)."""
+    prompt = dict(model_cfg.get("prompt") or {})
+    return prompt if prompt.get("system", "keep") != "keep" or prompt.get("system_prefix") else {}
+
+
+async def _await(ref: Any) -> Any:
+    return await ref
+
+
+def _cancel(ref: Any) -> None:
+    try:
+        ray.cancel(ref)
+    except Exception:
+        pass
+
+
+async def _until(aw: Awaitable[Any], event: asyncio.Event) -> None:
+    """Await ``aw`` unless ``event`` fires first (then leave ``aw`` to the caller to cancel)."""
+    fut = asyncio.ensure_future(aw)
+    ev = asyncio.ensure_future(event.wait())
+    await asyncio.wait({fut, ev}, return_when=asyncio.FIRST_COMPLETED)
+    ev.cancel()
+    if fut.done() and not fut.cancelled():
+        fut.result()

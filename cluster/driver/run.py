@@ -1,0 +1,314 @@
+"""The sweep's run: prepare -> MLflow -> Ray -> actors -> stages (deploy, dispatch, tear down)
+-> commit -> results from the ledger, with signals honoured at every step.
+
+Importing this module does not import Ray: Ray and the modules that need it (serving,
+executors, workers, dispatch) are imported inside the functions that run once the sweep
+has started Ray, so a sweep whose plan is all committed never imports it and a signal
+during planning is honoured before any slow import.
+"""
+from __future__ import annotations
+
+import asyncio
+from collections import defaultdict
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from cluster import config as cconf
+from cluster.driver import signals
+from cluster.driver.commit import Committer, results_summary
+from cluster.driver.prepare import Prepared, plain, plan_report, prepare
+from cluster.driver.progress import Progress, track_progress_offloop
+from cluster.driver.signals import EXIT_INTERRUPTED, StopState, quiet_signals
+from cluster.ledger import LedgerError
+from cluster.plan import PlanItem, plan_counts
+from cluster.runtime import (
+    EXECUTOR_RESOURCE,
+    PlacementError,
+    connect,
+    describe_nodes,
+    disconnect,
+    executor_slots,
+    node_resources,
+)
+from cluster.tracking import OffLoop, Tracker, results_markdown, ui_command
+from evalcore.sandbox.types import Limits
+
+
+def stages_for(prep: Prepared) -> list[list[str]]:
+    """Model-major stages restricted to models that still have work."""
+    from cluster.serving import plan_stages
+
+    todo = {model for model, _ in plan_counts(prep.pending)}
+    models = [prep.model_cfgs[m] for m in prep.cfg.models if m in todo]
+    return [s for s in plan_stages(models, prep.cfg) if s]
+
+
+def serves_on_gpus(cfg: Any) -> bool:
+    """Whether the sweep deploys vLLM models (or their stand-ins), which need CPUs beside GPUs."""
+    return any(str(cconf.model_config(str(m)).backend) == "vllm" for m in cfg.models)
+
+
+def executor_count(cfg: Any) -> int:
+    """Executors to start: the ``opteval_executor`` slots the cluster offers (never GPU nodes'
+    CPUs that serving needs), or ``cluster.executors`` when it fits; else a PlacementError."""
+    nodes = node_resources()
+    s = cfg.serving
+    slots = executor_slots(nodes, float(cfg.cluster.executor_cpus), cpus_per_gpu=float(s.cpus_per_gpu),
+                           ingress_cpus=float(s.ingress_cpus), gpu_serving=serves_on_gpus(cfg))
+    if slots < 1:
+        raise PlacementError(
+            f"no executor can be placed: no node offers the {EXECUTOR_RESOURCE!r} resource with "
+            f"{float(cfg.cluster.executor_cpus):g} CPU(s) to spare ({describe_nodes(nodes)}); start CPU nodes with "
+            f"ray start --resources='{{\"{EXECUTOR_RESOURCE}\": N}}'")
+    if cfg.cluster.executors:
+        n = int(cfg.cluster.executors)
+        if n > slots:
+            raise PlacementError(f"cluster.executors={n} but the cluster holds {slots} executor(s) "
+                                 f"({describe_nodes(nodes)})")
+        return n
+    return slots
+
+
+def start_actors(prep: Prepared) -> tuple[list[Any], list[Any]]:
+    """Executor actors, then worker actors that hold their handles."""
+    from cluster.executors import executor_name, start_executors
+    from cluster.workers import start_workers
+
+    c, name = prep.cfg.cluster, str(prep.cfg.sweep.name)
+    limits = Limits(**plain(prep.cfg.limits))
+    n = executor_count(prep.cfg)
+    execs = start_executors(name, n, float(c.executor_cpus), limits, tuple(prep.cfg.solvers),
+                            int(c.get("sandbox_pool", 2)))
+    if prep.ledger is not None and not prep.ledger.read_only:
+        prep.ledger.record_manifest_section("executors", executor_environment(execs[0]))
+    names = [executor_name(name, i) for i in range(n)]
+    workers = start_workers(name, int(c.workers), int(c.worker_concurrency), names, limits)
+    return execs, workers
+
+
+def executor_environment(handle: Any) -> dict[str, Any]:
+    """What programs ran with: the solver set, the versions installed on the executors, and
+    the modules their fork server pre-imported (one executor asked: they share an image)."""
+    import ray
+
+    return ray.get(handle.environment.remote(), timeout=60)
+
+
+def stop_actors(handles: list[Any]) -> None:
+    import ray
+
+    for h in handles:
+        try:
+            ray.kill(h, no_restart=True)
+        except Exception:
+            pass
+
+
+async def _periodic(interval_s: float, fn: Callable[[], Awaitable[None]], stop: asyncio.Event) -> None:
+    while not stop.is_set():
+        try:
+            await asyncio.wait_for(stop.wait(), timeout=interval_s)
+            return
+        except TimeoutError:
+            await fn()
+
+
+async def run_stages(prep: Prepared, workers: list[Any], committer: Committer, progress: Progress,
+                     stop: StopState, tracker: Tracker | None) -> None:
+    """For each stage: deploy its models, run all their methods, tear down, next."""
+    from cluster.driver.dispatch import Dispatcher
+    from cluster.serving import Endpoint, deploy_stage, teardown_stage
+
+    disp = Dispatcher(prep, workers, committer, progress, stop, tracker)
+    for stage in stages_for(prep):
+        if stop.soft.is_set():
+            break
+        models = [prep.model_cfgs[m] for m in stage]
+        print(f"[sweep] stage {stage}: deploying", flush=True)
+        endpoints: dict[str, Endpoint] = {}
+        try:  # a failed deploy is torn down too (deploy_stage cleans up, teardown_stage makes sure)
+            endpoints = await asyncio.to_thread(deploy_stage, models, prep.cfg)
+            print(f"[sweep] stage {stage}: ready", flush=True)
+            by_model: dict[str, list[PlanItem]] = defaultdict(list)
+            for it in prep.pending:
+                if it.model in endpoints:
+                    by_model[it.model].append(it)
+            await disp.run_stage(dict(by_model), endpoints)
+            await committer.flush(force=True)
+        finally:
+            apps = await asyncio.to_thread(teardown_stage, endpoints, models)
+            print(f"[sweep] stage {stage}: torn down (Serve apps deleted: {', '.join(apps) or 'none'})", flush=True)
+
+
+@dataclass
+class RunResult:
+    stop: StopState
+    progress: Progress
+    committer: Committer
+
+
+async def drive(prep: Prepared, tracker: Tracker | None = None) -> RunResult:
+    """The async body of a sweep: actors, stages, periodic commits and progress, signals."""
+    loop = asyncio.get_running_loop()
+    stop = StopState()
+    stop.install(loop)
+    sweep_cfg = prep.cfg.sweep
+    committer = Committer(prep.ledger, int(sweep_cfg.commit_batch), float(sweep_cfg.commit_interval_s))
+    progress = Progress(planned=len(prep.plan), already=len(prep.plan) - len(prep.pending))
+    done = asyncio.Event()
+    planned = plan_counts(prep.pending)
+
+    committer.on_failure = lambda exc: _commit_failed(exc, stop)
+
+    async def tick_commit() -> None:
+        try:
+            await committer.flush()
+        except Exception:
+            pass
+
+    printed = [-1]  # progress.done at the last printed line (the final line is not printed twice)
+
+    async def tick_progress() -> None:
+        printed[0] = progress.done
+        print(progress.line(), flush=True)
+        track_progress_offloop(tracker, progress, planned)
+
+    bg = [asyncio.create_task(_periodic(min(1.0, float(sweep_cfg.commit_interval_s)), tick_commit, done)),
+          asyncio.create_task(_periodic(float(prep.cfg.progress.interval_s), tick_progress, done))]
+    execs: list[Any] = []
+    workers: list[Any] = []
+    try:
+        execs, workers = await asyncio.to_thread(start_actors, prep)
+        await run_stages(prep, workers, committer, progress, stop, tracker)
+    except Exception:
+        if committer.failed is None:
+            raise
+    finally:
+        done.set()
+        await asyncio.gather(*bg, return_exceptions=True)
+        try:
+            await committer.flush(force=True)
+        except Exception:
+            if committer.failed is None:
+                raise
+        if progress.done != printed[0]:
+            print(progress.line(), flush=True)
+        stop.uninstall(loop)
+        if stop.signum is not None:
+            quiet_signals()
+        stop_actors(workers + execs)
+    if committer.failed is not None:
+        raise committer.failed
+    return RunResult(stop, progress, committer)
+
+
+def _commit_failed(exc: Exception, stop: StopState) -> None:
+    print(f"[sweep] COMMIT FAILED: {exc}; stopping the sweep (what was committed before stays valid)",
+          flush=True)
+    stop.abort()
+
+
+# -- results (from the ledger, never from memory) ----------------------------------------
+
+
+def finalize(prep: Prepared, tracker: Tracker | None = None, interrupted: bool = False) -> Any:
+    """Print the results table (marked SIMULATED when it is), log it to MLflow, say where things are."""
+    table, plan = prep.ledger.read_table(), prep.ledger.read_plan()
+    summary = None
+    if tracker is not None:
+        recorded = ((prep.ledger.manifest() or {}).get("plan") or {}).get("recorded_at")
+        summary = _tracked(tracker, "log results", tracker.log_results, table, plan, recorded)
+        _tracked(tracker, "end runs", tracker.finish, "KILLED" if interrupted else "FINISHED")
+    if summary is None:
+        summary = results_summary(prep)
+    title = f"sweep {prep.cfg.sweep.name}" + (" (interrupted: partial)" if interrupted else "")
+    print(results_markdown(summary, title), flush=True)
+    print(f"[sweep] trajectories (Parquet): {prep.ledger.trajectories_uri}", flush=True)
+    if tracker is not None and tracker.active:
+        print(f"[sweep] MLflow runs: {ui_command(tracker.uri, tracker.experiment_id)}", flush=True)
+    print(f"[sweep] full report (statistics, plots, missing scores): python jobs/report.py "
+          f"sweep.name={prep.cfg.sweep.name} sweep.output_dir={prep.cfg.sweep.output_dir}", flush=True)
+    return summary
+
+
+# -- MLflow -------------------------------------------------------------------------------
+
+
+def start_tracker(prep: Prepared) -> Tracker | None:
+    """MLflow parent/child runs via cluster.tracking (guarded there); None when disabled."""
+    if not bool(prep.cfg.tracking.enabled):
+        return None
+    tracker = Tracker.from_config(prep.cfg)
+    _bound_tracker(tracker, prep.cfg)
+    resolved = cconf.resolved(prep.cfg)
+    _tracked(tracker, "start runs", tracker.start, resolved, cconf.sweep_fingerprint(resolved),
+             list(plan_counts(prep.plan)))
+    return tracker
+
+
+def _bound_tracker(tracker: Any, cfg: Any) -> None:
+    """Every tracker call of the driver goes through an OffLoop (threads, ``tracking.timeout_s``).
+    ``tracker`` is a :class:`Tracker`; the OffLoop is attached as an attribute it does not declare."""
+    tracker.offloop = OffLoop(tracker, float(cfg.tracking.get("timeout_s", 30.0)))
+
+
+def _tracked(tracker: Tracker, what: str, fn: Callable[..., Any], *args: Any) -> Any:
+    offloop = getattr(tracker, "offloop", None)
+    return fn(*args) if offloop is None else offloop.call(what, fn, *args)
+
+
+# -- the whole job ------------------------------------------------------------------------
+
+
+def run_sweep(cfg: Any) -> int:
+    """The whole job: returns the process exit code (0, or 130 when interrupted).
+
+    A signal during startup (planning, MLflow, ``ray.init``) is recorded by
+    :mod:`cluster.driver.signals` and honoured at the next step: what was started is stopped
+    and the exit code is 130. Raises ``cluster.ledger.LedgerError`` (jobs/sweep.py turns it
+    into one line): the lease is held by another driver, a ledger file is damaged, or a commit
+    failed (``CommitError``). The writer lease is released on every way out."""
+    old = signals.install()
+    tracker = rt = prep = None
+    try:
+        signals.step("planning")
+        prep = prepare(cfg)
+        print(plan_report(prep), flush=True)
+        signals.step("starting MLflow")
+        tracker = start_tracker(prep)
+        stop = None
+        if prep.pending:
+            signals.step("starting Ray")
+            rt = connect(cfg.cluster.address)
+            signals.install()  # ray.init replaces the SIGTERM handler (sys.exit) with its own
+            signals.checkpoint()
+            try:
+                stop = asyncio.run(drive(prep, tracker)).stop
+            except Exception as exc:
+                if isinstance(exc, LedgerError) and tracker is not None:
+                    _tracked(tracker, "end runs", tracker.finish, "FAILED")
+                raise
+            finally:
+                signals.install()  # the event loop's handlers are gone; keep recording
+                disconnect(rt)
+                rt = None
+        interrupted = stop is not None and stop.signum is not None
+        finalize(prep, tracker, interrupted)
+    except signals.Interrupted as exc:
+        if tracker is not None:
+            tracker.finish("KILLED")
+        print(f"[sweep] interrupted during startup (signal {exc.signum}): nothing was dispatched; "
+              f"rerun the same command to start (sweep.name={cfg.sweep.name})", flush=True)
+        return EXIT_INTERRUPTED
+    finally:
+        if rt is not None:
+            disconnect(rt)
+        if prep is not None:
+            prep.ledger.close()  # release the writer lease
+        signals.restore(old)
+        signals.reset()
+    if interrupted:
+        print(f"[sweep] interrupted; resume with the same command (sweep.name={cfg.sweep.name})", flush=True)
+        return EXIT_INTERRUPTED
+    return 0
