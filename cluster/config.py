@@ -651,7 +651,7 @@ def flat_backend_config(model: Mapping[str, Any]) -> dict[str, Any]:
     """
     from cluster.backends import backend_of
 
-    return backend_of({**model, "backend": str(model.get("backend") or "simulated")}).client_config(model)
+    return backend_of(model).client_config(model)
 
 
 def method_config(name: str) -> DictConfig:

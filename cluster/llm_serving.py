@@ -501,11 +501,19 @@ def deploy_stage(model_cfgs: Iterable[Mapping[str, Any]], cfg: Any = None, *, ap
         except Exception as exc:
             print(f"[serving] teardown of {app_name!r} after a failed deploy failed too: {exc}", flush=True)
         raise
+    return stage_endpoints(models, cfg, base_url=base_url, app_name=app_name, simulated=standin)
+
+
+def stage_endpoints(model_cfgs: Iterable[Mapping[str, Any]], cfg: Any = None, *, base_url: str,
+                    app_name: str = APP_NAME, simulated: bool = False) -> dict[str, Endpoint]:
+    """How workers reach a deployed stage's models: one URL, the model's name as its id, the
+    per-call timeout ``serving.request_timeout_s``, and ``vllm.chat_template_kwargs`` sent with
+    every request."""
+    per_call = float(_serving_section(cfg).get("request_timeout_s", 1800.0))
     eps = {}
-    per_call = float(serving.get("request_timeout_s", 1800.0))
-    for m in models:
-        ctk = dict(m["vllm"].get("chat_template_kwargs") or {})
-        eps[_name(m)] = Endpoint(name=_name(m), base_url=base_url, model_id=_name(m), simulated=standin,
+    for m in (_plain(m) for m in model_cfgs):
+        ctk = dict(_vllm_section(m).get("chat_template_kwargs") or {})
+        eps[_name(m)] = Endpoint(name=_name(m), base_url=base_url, model_id=_name(m), simulated=simulated,
                                  api_key_env=None, timeout_s=per_call, max_retries=4,
                                  extra_body={"chat_template_kwargs": ctk} if ctk else {}, app_name=app_name)
     return eps

@@ -17,8 +17,9 @@ from cluster.backends.openai import OpenAIBackend
 from cluster.backends.replay import ReplayBackend
 from cluster.backends.simulated import SimulatedBackend
 from cluster.backends.vllm import STANDIN, StandinBackend, VllmBackend
+from evalcore.models import BACKEND_KEY
 
-__all__ = ["BACKENDS", "STANDIN", "Backend", "OpenAIBackend", "ReplayBackend", "SimulatedBackend",
+__all__ = ["BACKEND_KEY", "BACKENDS", "STANDIN", "Backend", "OpenAIBackend", "ReplayBackend", "SimulatedBackend",
            "StandinBackend", "VllmBackend", "Where", "backend_of", "by_backend", "is_simulated",
            "serves_on_gpus"]
 
@@ -29,7 +30,7 @@ BACKENDS: dict[str, Backend] = {b.name: b for b in (SimulatedBackend(), OpenAIBa
 def backend_of(model: Mapping[str, Any], serving: Any = None) -> Backend:
     """The backend serving ``model`` (a model config, plain or DictConfig) under ``serving`` (the
     sweep's ``serving`` section; None: as configured, no stand-in)."""
-    name = str(model["backend"])
+    name = str(model[BACKEND_KEY])
     if name not in BACKENDS:
         raise KeyError(f"model {model.get('name')!r}: unknown backend {name!r}; known: {sorted(BACKENDS)}")
     return BACKENDS[name].for_serving(serving)
@@ -45,8 +46,10 @@ def by_backend(models: list[dict[str, Any]], serving: Any) -> list[tuple[Backend
 
 
 def is_simulated(model: Mapping[str, Any]) -> bool:
-    """Whether the model's configured backend is the simulated policy (its rows say so)."""
-    return backend_of(model).simulated
+    """Whether the model's configured backend is the simulated policy (its rows say so); a config
+    without a known backend (an old manifest's) is not."""
+    backend = BACKENDS.get(str(model.get(BACKEND_KEY)))
+    return backend is not None and backend.simulated
 
 
 def serves_on_gpus(models: list[Mapping[str, Any]]) -> bool:

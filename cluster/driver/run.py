@@ -46,7 +46,9 @@ def stages_for(prep: Prepared) -> list[list[str]]:
 
 def serves_on_gpus(cfg: Any) -> bool:
     """Whether the sweep deploys vLLM models (or their stand-ins), which need CPUs beside GPUs."""
-    return any(str(cconf.model_config(str(m)).backend) == "vllm" for m in cfg.models)
+    from cluster.backends import serves_on_gpus as on_gpus
+
+    return on_gpus([cconf.model_config(str(m)) for m in cfg.models])
 
 
 def executor_count(cfg: Any) -> int:
@@ -137,7 +139,7 @@ async def run_stages(prep: Prepared, workers: list[Any], committer: Committer, p
             await disp.run_stage(dict(by_model), endpoints)
             await committer.flush(force=True)
         finally:
-            apps = await asyncio.to_thread(teardown_stage, endpoints, models)
+            apps = await asyncio.to_thread(teardown_stage, endpoints, models, prep.cfg.serving)
             print(f"[sweep] stage {stage}: torn down (Serve apps deleted: {', '.join(apps) or 'none'})", flush=True)
 
 

@@ -27,6 +27,7 @@ __all__ = [
 ]
 
 BACKENDS = tuple(CLIENTS)
+BACKEND_KEY = "backend"  # the flat config's key naming its entry of CLIENTS
 
 
 def make_model(model_cfg: Mapping[str, Any] | Any, *, pool_shards: int = 1) -> ChatModel:
@@ -36,7 +37,7 @@ def make_model(model_cfg: Mapping[str, Any] | Any, *, pool_shards: int = 1) -> C
     (``OpenAIChatModel``); in-process backends ignore it."""
     cfg = _plain(model_cfg)
     name = str(cfg.get("name") or "<unnamed>")
-    backend = cfg.get("backend")
+    backend = cfg.get(BACKEND_KEY)
     client = CLIENTS.get(str(backend)) if backend is not None else None
     if client is None:
         raise ValueError(
