@@ -17,8 +17,7 @@ from typing import Any
 from ray import serve
 
 from cluster.backends import backend_of, by_backend
-from cluster.backends.simulated import simulated_app_name
-from cluster.endpoint import Endpoint, client_host, serve_url
+from cluster.endpoint import Endpoint, client_host
 from cluster.serve_apps import LLM_APP_NAME, QUIET_LOGS, teardown, wait_app_ready
 from cluster.sim_serving import (
     SIMULATED_FINGERPRINT,
@@ -26,6 +25,8 @@ from cluster.sim_serving import (
     StandinIngress,
     StandinServer,
     call_meta,
+    deploy_simulated,
+    simulated_app_name,
     simulated_model_cfg,
     standin_app,
 )
@@ -72,19 +73,6 @@ def ensure_serve(http_port: int, http_host: str = "127.0.0.1") -> None:
         raise ServingError(f"serving.http_port: {http_host}:{http_port} is already in use by another process; "
                            f"choose a free port (serving.http_port=...)")
     serve.start(http_options={"host": str(http_host), "port": int(http_port)}, logging_config=QUIET_LOGS)
-
-
-def deploy_simulated(model_cfg: dict[str, Any], http_port: int, replicas: int = 1,
-                     timeout_s: float = 600.0, http_host: str = "127.0.0.1") -> Endpoint:
-    name = str(model_cfg["name"])
-    prefix = f"/{name}"
-    app = SimulatedOpenAI.options(num_replicas=max(1, int(replicas))).bind(model_cfg)
-    # Not waiting here: wait_ready checks RUNNING and a real request (and sees DEPLOY_FAILED).
-    serve.run_many([serve.RunTarget(app, name=simulated_app_name(name), route_prefix=prefix,
-                                    logging_config=QUIET_LOGS)],
-                   wait_for_ingress_deployment_creation=False, wait_for_applications_running=False)
-    return Endpoint(name=name, base_url=serve_url(http_port, prefix, http_host), model_id=name, simulated=True,
-                    api_key_env=None, timeout_s=float(timeout_s), max_retries=4, app_name=simulated_app_name(name))
 
 
 def wait_ready(endpoints: dict[str, Endpoint], timeout_s: float) -> None:

@@ -1,8 +1,9 @@
 """The simulated policy as OpenAI-compatible Serve apps: one app per simulated model, and the
 stand-in stage app (a vLLM stage's placement, answered by the simulated policy).
 
-Serve deployments only: ``cluster.serving`` deploys them for a stage, ``cluster.llm_serving``
-builds the stand-in app from a vLLM stage's placement; this module imports neither.
+``deploy_simulated`` runs one model's app (``cluster.backends.simulated`` calls it for a stage);
+``cluster.llm_serving`` builds the stand-in app from a vLLM stage's placement. This module
+imports neither ``cluster.serving`` nor ``cluster.llm_serving``.
 """
 from __future__ import annotations
 
@@ -15,8 +16,10 @@ from ray import serve
 from starlette.requests import Request
 from starlette.responses import Response
 
+from cluster.backends.simulated import simulated_app_name
 from cluster.config import flat_backend_config
-from cluster.serve_apps import server_deployment_name
+from cluster.endpoint import Endpoint, serve_url
+from cluster.serve_apps import QUIET_LOGS, server_deployment_name
 
 SIMULATED_FINGERPRINT = "opteval-simulated"
 
@@ -183,3 +186,16 @@ def standin_app(placements: list[dict[str, Any]], ingress_options: dict[str, Any
             max_ongoing_requests=int(pl.get("max_ongoing_requests") or 256),
         ).bind(sim_cfg)
     return StandinIngress.options(**ingress_options).bind(servers)
+
+
+def deploy_simulated(model_cfg: dict[str, Any], http_port: int, replicas: int = 1,
+                     timeout_s: float = 600.0, http_host: str = "127.0.0.1") -> Endpoint:
+    name = str(model_cfg["name"])
+    prefix = f"/{name}"
+    app = SimulatedOpenAI.options(num_replicas=max(1, int(replicas))).bind(model_cfg)
+    # Not waiting here: wait_ready checks RUNNING and a real request (and sees DEPLOY_FAILED).
+    serve.run_many([serve.RunTarget(app, name=simulated_app_name(name), route_prefix=prefix,
+                                    logging_config=QUIET_LOGS)],
+                   wait_for_ingress_deployment_creation=False, wait_for_applications_running=False)
+    return Endpoint(name=name, base_url=serve_url(http_port, prefix, http_host), model_id=name, simulated=True,
+                    api_key_env=None, timeout_s=float(timeout_s), max_retries=4, app_name=simulated_app_name(name))

@@ -54,8 +54,8 @@ class SimulatedBackend(Backend):
         return [simulated_app_name(str(m["name"])) for m in models]
 
     def deploy(self, models: list[dict[str, Any]], cfg: Any) -> dict[str, Endpoint]:
-        from cluster.serving import deploy_simulated
+        from cluster.sim_serving import deploy_simulated  # Serve: imported when a stage deploys
 
-        s = cfg.serving
-        return {str(m["name"]): deploy_simulated(m, int(s.http_port), timeout_s=float(s.request_timeout_s),
-                                                 http_host=str(s.http_host)) for m in models}
+        return {str(m["name"]): deploy_simulated(m, int(cfg.serving.http_port),
+                                                 timeout_s=float(cfg.serving.request_timeout_s),
+                                                 http_host=str(cfg.serving.http_host)) for m in models}
