@@ -40,7 +40,7 @@ the same string the sweep, the ledger and the plots use.
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, fields, is_dataclass
 from typing import Any
 
@@ -338,7 +338,7 @@ def _llm_config_class() -> type:
     try:
         from ray.serve.llm import LLMConfig
     except ImportError:
-        from ray.llm._internal.serve.core.configs.llm_config import LLMConfig
+        from ray.llm._internal.serve.core.configs.llm_config import LLMConfig  # type: ignore[assignment]
     return LLMConfig
 
 
@@ -563,7 +563,7 @@ def describe_request(pl: Mapping[str, Any]) -> str:
             f"{acc}, placement {pl['strategy']} ({where})")
 
 
-def plan_placement(models: list[Mapping[str, Any]], cfg: Any, nodes: list[dict[str, float]]) -> list[str]:
+def plan_placement(models: Sequence[Mapping[str, Any]], cfg: Any, nodes: Sequence[Mapping[str, float]]) -> list[str]:
     """Problems placing a stage on ``nodes`` (free resources per node): every model's
     ``min_replicas`` replicas, then the ingress, then one prefix-tree actor per model when
     prefix routing is on. Empty when everything fits. Pure (tests give it node dicts)."""
@@ -597,12 +597,12 @@ def _free_nodes() -> list[dict[str, float]]:
         return node_resources()
 
 
-def check_placement(models: list[Mapping[str, Any]], cfg: Any = None,
-                    nodes: list[dict[str, float]] | None = None) -> None:
+def check_placement(models: Sequence[Mapping[str, Any]], cfg: Any = None,
+                    nodes: Sequence[Mapping[str, float]] | None = None) -> None:
     """Refuse, before deploying, a stage the cluster cannot place (it would pend forever)."""
     from cluster.runtime import describe_nodes
 
-    nodes = _free_nodes() if nodes is None else nodes
+    nodes = _free_nodes() if nodes is None else [dict(n) for n in nodes]
     problems = plan_placement(models, cfg, nodes)
     if problems:
         raise UnplaceableModel(f"cannot place the stage: {'; '.join(problems)}; the cluster has free: "

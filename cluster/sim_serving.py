@@ -140,7 +140,8 @@ class StandinServer:
     (``llm_serving.placement``), answering with the simulated policy (marked simulated)."""
 
     def __init__(self, model_cfg: dict[str, Any]) -> None:
-        self._sim = SimulatedOpenAI.func_or_class(model_cfg)
+        # serve.deployment turns the class into a Deployment; Ray's stubs type it as the class
+        self._sim = SimulatedOpenAI.func_or_class(model_cfg)  # type: ignore[attr-defined]
 
     async def respond(self, raw: bytes, meta: Any = None) -> tuple[int, bytes]:
         r = await self._sim.chat(raw, meta)
@@ -180,19 +181,19 @@ def standin_app(placements: list[dict[str, Any]], ingress_options: dict[str, Any
     servers = {}
     for pl in placements:
         sim_cfg = {"name": pl["model"], "backend": "simulated", "simulated": {}}
-        servers[pl["model"]] = StandinServer.options(
+        servers[pl["model"]] = StandinServer.options(  # type: ignore[attr-defined]
             name=server_deployment_name(pl["model"]), num_replicas=int(pl["replicas"]),
             placement_group_bundles=[dict(b) for b in pl["bundles"]], placement_group_strategy=pl["strategy"],
             max_ongoing_requests=int(pl.get("max_ongoing_requests") or 256),
         ).bind(sim_cfg)
-    return StandinIngress.options(**ingress_options).bind(servers)
+    return StandinIngress.options(**ingress_options).bind(servers)  # type: ignore[attr-defined]
 
 
 def deploy_simulated(model_cfg: dict[str, Any], http_port: int, replicas: int = 1,
                      timeout_s: float = 600.0, http_host: str = "127.0.0.1") -> Endpoint:
     name = str(model_cfg["name"])
     prefix = f"/{name}"
-    app = SimulatedOpenAI.options(num_replicas=max(1, int(replicas))).bind(model_cfg)
+    app = SimulatedOpenAI.options(num_replicas=max(1, int(replicas))).bind(model_cfg)  # type: ignore[attr-defined]
     # Not waiting here: wait_ready checks RUNNING and a real request (and sees DEPLOY_FAILED).
     serve.run_many([serve.RunTarget(app, name=simulated_app_name(name), route_prefix=prefix,
                                     logging_config=QUIET_LOGS)],

@@ -6,7 +6,7 @@ and the client config need none (``plan_only`` runs and ``cluster.config`` use t
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -66,7 +66,7 @@ class Backend:
 
     # -- endpoints ------------------------------------------------------------------------------
 
-    def apps(self, models: list[Mapping[str, Any]]) -> list[str]:
+    def apps(self, models: Sequence[Mapping[str, Any]]) -> list[str]:
         """The Serve applications ``deploy`` creates for these models (known before deploying)."""
         return []
 

@@ -1,7 +1,7 @@
 """``backend: simulated``: the simulated policy, served on Ray Serve as an OpenAI-compatible app."""
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import fields
 from typing import TYPE_CHECKING, Any
 
@@ -50,7 +50,7 @@ class SimulatedBackend(Backend):
             out["skill"] = sim
         return out
 
-    def apps(self, models: list[Mapping[str, Any]]) -> list[str]:
+    def apps(self, models: Sequence[Mapping[str, Any]]) -> list[str]:
         return [simulated_app_name(str(m["name"])) for m in models]
 
     def deploy(self, models: list[dict[str, Any]], cfg: Any) -> dict[str, Endpoint]:

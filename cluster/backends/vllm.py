@@ -2,7 +2,7 @@
 stand-in (``serving.standin``): the same placement answered by the simulated policy."""
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from cluster.backends.base import Backend, Where
@@ -37,7 +37,7 @@ class VllmBackend(Backend):
 
         require_vllm()
 
-    def apps(self, models: list[Mapping[str, Any]]) -> list[str]:
+    def apps(self, models: Sequence[Mapping[str, Any]]) -> list[str]:
         return [LLM_APP_NAME] if models else []
 
     def deploy(self, models: list[dict[str, Any]], cfg: Any) -> dict[str, Endpoint]:

@@ -40,7 +40,7 @@ def test_an_inline_model_runs_and_resumes(ray_cluster, h, tmp_path):
         first = list(server.records)
         _check_rows(h, tmp_path, "inline", first)
         man = Ledger.open_existing(str(tmp_path), "inline").manifest()
-        assert man["config"]["model_configs"]["mine"]["openai"] == {
+        assert man is not None and man["config"]["model_configs"]["mine"]["openai"] == {
             "base_url": server.base_url, "model_id": "served-id", "api_key_env": "OPTEVAL_TEST_NO_KEY",
             "timeout_s": 600.0, "max_retries": 4, "backoff_s": 0.01}
         # the same inline model again: a resume (same keys), nothing left to run

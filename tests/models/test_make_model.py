@@ -20,7 +20,7 @@ def test_simulated_backend_is_dispatched_lazily(monkeypatch):
             return cls()
 
     fake = types.ModuleType("evalcore.models.simulated")
-    fake.SimulatedModel = FakeSimulated
+    fake.SimulatedModel = FakeSimulated  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "evalcore.models.simulated", fake)
     model = make_model({"name": "sim", "backend": "simulated", "skill": {"correct": 0.5}})
     assert isinstance(model, FakeSimulated)

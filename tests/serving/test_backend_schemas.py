@@ -29,14 +29,16 @@ from cluster.config import (
 )
 from evalcore.models import make_model
 from evalcore.models.clients import ReplaySection
-from evalcore.models.openai_backend import OpenAISection
+from evalcore.models.openai_backend import OpenAIChatModel, OpenAISection
+from evalcore.models.simulated import SimulatedModel
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def model(**over: Any) -> dict[str, Any]:
     """A model config as load_config types it (the schema's defaults filled in)."""
-    return as_plain(OmegaConf.merge(OmegaConf.structured(ModelConfig), {"name": "x", **over}))
+    data: dict[str, Any] = {"name": "x", **over}
+    return as_plain(OmegaConf.merge(OmegaConf.structured(ModelConfig), data))
 
 
 def changed_each(schema: set[str], alt: dict[str, Any], observe: Any, base: dict[str, Any], section: str) -> None:
@@ -74,7 +76,7 @@ def test_every_openai_key_reaches_make_models_client():
     # the model's sampling.extra_body (e.g. {top_k: null} for an API that rejects top_k) is sent too
     c = make_model(flat_backend_config(model(backend="openai", openai=OPENAI_BASE,
                                              sampling={"extra_body": {"top_k": None}})))
-    assert c.extra_body == {"top_k": None}
+    assert isinstance(c, OpenAIChatModel) and c.extra_body == {"top_k": None}
 
 
 # -- replay: the recording read -------------------------------------------------------------------
@@ -96,12 +98,13 @@ def test_every_replay_key_takes_effect(tmp_path):
 
 
 def test_every_simulated_key_takes_effect():
-    alt = {k: 0.33 for k in sim_keys() if k.startswith("p_")}
+    alt: dict[str, Any] = {k: 0.33 for k in sim_keys() if k.startswith("p_")}
     alt.update({"mutation_ops": ["flip_sense"], "ttft_s": 0.5, "tokens_per_s": 99.0, "policy": "always_correct",
                 "report_usage": False})
 
     def observe(m: dict[str, Any]) -> tuple:
         sim = make_model(flat_backend_config(m))
+        assert isinstance(sim, SimulatedModel)
         return (sim.skill, *(getattr(sim, k) for k in SIM_MODEL_KEYS))
 
     changed_each(sim_keys(), alt, observe, {}, "simulated")
