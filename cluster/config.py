@@ -22,7 +22,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 from omegaconf import DictConfig, ListConfig, OmegaConf
@@ -34,6 +34,9 @@ from evalcore.models.clients import ReplaySection
 from evalcore.models.openai_backend import OpenAISection
 from evalcore.records import config_fingerprint
 from evalcore.sandbox.types import Limits
+
+if TYPE_CHECKING:
+    from cluster.backends import Where
 
 CONFIGS_ENV = "OPTEVAL_CONFIGS"
 GRADING_PROFILES_FALLBACK = ("optagentbench", "orlm", "sirl")
@@ -555,13 +558,13 @@ def _build_model_config(name: str) -> DictConfig:
     return node
 
 
-def _where(source: str, prefix: str = "") -> Any:
-    from cluster.backends import Where
+def _where(source: str, prefix: str = "") -> Where:
+    from cluster.backends import Where  # the registry imports this module: not at the top
 
     return Where(source, prefix)
 
 
-def _check_model(node: DictConfig, where: Any) -> None:
+def _check_model(node: DictConfig, where: Where) -> None:
     """The one validation of a model config: the schema typed it; its backend checks its own
     section; another backend's section left at its defaults (set, it would do nothing)."""
     from cluster.backends import BACKENDS
@@ -604,7 +607,7 @@ def _take_models(data: Any, where: str) -> Any:
 def _given_model(entry: Any, i: int, where: str) -> Any:
     key = f"models[{i}]"
     if isinstance(entry, dict):
-        return _register(entry, _where(where, f"{key}."), key, None)
+        return _register(entry, _where(where, f"{key}."), None)
     if isinstance(entry, str) and (entry.endswith(_MODEL_SUFFIXES) or "/" in entry):
         path = Path(entry).expanduser()
         if not path.is_file():
@@ -612,11 +615,11 @@ def _given_model(entry: Any, i: int, where: str) -> Any:
         path = path.resolve()
         if path.parent == configs_dir() / "models":
             return path.stem  # one of ours, by its path
-        return _register(_read_yaml(path), _where(str(path)), key, path.stem)
+        return _register(_read_yaml(path), _where(str(path)), path.stem)
     return entry  # a name: configs/models/<name>.yaml, checked with the others
 
 
-def _register(data: dict[str, Any], where: Any, key: str, default_name: str | None) -> str:
+def _register(data: dict[str, Any], where: Where, default_name: str | None) -> str:
     try:
         node = _merge(OmegaConf.structured(ModelConfig), data, where.source)
     except ConfigError as exc:
