@@ -16,8 +16,8 @@ from typing import Any
 
 import ray
 
+from cluster.endpoint import Endpoint
 from cluster.executors import RayExecutor, _Shared
-from cluster.serving import Endpoint
 from evalcore.harnesses.base import Budgets
 from evalcore.models.base import ModelError, Sampling
 from evalcore.models.contract import PromptContract
