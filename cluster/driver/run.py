@@ -44,20 +44,24 @@ def stages_for(prep: Prepared) -> list[list[str]]:
     return [s for s in plan_stages(models, prep.cfg) if s]
 
 
-def serves_on_gpus(cfg: Any) -> bool:
-    """Whether the sweep deploys vLLM models (or their stand-ins), which need CPUs beside GPUs."""
+def serves_on_gpus(cfg: Any, model_cfgs: dict[str, dict[str, Any]] | None = None) -> bool:
+    """Whether the sweep deploys vLLM models (or their stand-ins), which need CPUs beside GPUs.
+    ``model_cfgs``: the configs ``prepare`` already read (no config file is read again once
+    Ray runs: a job's working directory can be re-unpacked under it)."""
     from cluster.backends import serves_on_gpus as on_gpus
 
+    if model_cfgs is not None:
+        return on_gpus(list(model_cfgs.values()))
     return on_gpus([cconf.model_config(str(m)) for m in cfg.models])
 
 
-def executor_count(cfg: Any) -> int:
+def executor_count(cfg: Any, model_cfgs: dict[str, dict[str, Any]] | None = None) -> int:
     """Executors to start: the ``opteval_executor`` slots the cluster offers (never GPU nodes'
     CPUs that serving needs), or ``cluster.executors`` when it fits; else a PlacementError."""
     nodes = node_resources()
     s = cfg.serving
     slots = executor_slots(nodes, float(cfg.cluster.executor_cpus), cpus_per_gpu=float(s.cpus_per_gpu),
-                           ingress_cpus=float(s.ingress_cpus), gpu_serving=serves_on_gpus(cfg))
+                           ingress_cpus=float(s.ingress_cpus), gpu_serving=serves_on_gpus(cfg, model_cfgs))
     if slots < 1:
         raise PlacementError(
             f"no executor can be placed: no node offers the {EXECUTOR_RESOURCE!r} resource with "
@@ -79,7 +83,7 @@ def start_actors(prep: Prepared) -> tuple[list[Any], list[Any]]:
 
     c, name = prep.cfg.cluster, str(prep.cfg.sweep.name)
     limits = Limits(**plain(prep.cfg.limits))
-    n = executor_count(prep.cfg)
+    n = executor_count(prep.cfg, prep.model_cfgs)
     execs = start_executors(name, n, float(c.executor_cpus), limits, tuple(prep.cfg.solvers),
                             int(c.get("sandbox_pool", 2)))
     if prep.ledger is not None and not prep.ledger.read_only:
