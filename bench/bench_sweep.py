@@ -26,10 +26,7 @@ import os
 import sys
 import tempfile
 import time
-from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 
@@ -95,7 +92,7 @@ class CpuSampler:
 
     Why sampled in a thread: the sweep kills its actors (and Serve its replica) before
     ``drive`` returns, and a dead process's CPU time can no longer be read; other
-    engineers' Ray clusters on the same machine must not be counted either, so only
+    Ray clusters on a shared machine must not be counted either, so only
     descendants of this process are looked at. Children's reaped CPU (the sandbox
     forks) is included through ``children_user``/``children_system``.
     """
@@ -129,7 +126,8 @@ class CpuSampler:
                         if self._roles.get(p.pid, "ray:").startswith("ray:"):  # Ray renames its workers later
                             role = _role(" ".join(p.cmdline())[:200], p.name()) or f"other:{p.name()}"
                             if self._roles.get(p.ppid()) in ("evalcore.sandbox", "fork"):
-                                role = "fork"  # a sandboxed run (and its solver): counted, once reaped, in the server's children_*
+                                # a sandboxed run (and its solver): counted, once reaped, in the server's children_*
+                                role = "fork"
                             self._roles[p.pid] = role
                         ct = p.cpu_times()
                 except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
@@ -144,17 +142,19 @@ class CpuSampler:
         """CPU seconds per role spent between monotonic times t0 and t1 (last samples at or before each)."""
         out: dict[str, float] = {}
         for pid, series in self._samples.items():
-            def at(t: float) -> float:
-                v = 0.0
-                for ts, cpu in series:
-                    if ts > t:
-                        break
-                    v = cpu
-                return v
-
             role = self._roles[pid]
-            out[role] = out.get(role, 0.0) + max(0.0, at(t1) - at(t0))
+            out[role] = out.get(role, 0.0) + max(0.0, _cpu_at(series, t1) - _cpu_at(series, t0))
         return out
+
+
+def _cpu_at(series: list[tuple[float, float]], t: float) -> float:
+    """The last cumulative CPU sample taken at or before monotonic time t (0 before the first)."""
+    v = 0.0
+    for ts, cpu in series:
+        if ts > t:
+            break
+        v = cpu
+    return v
 
 
 def _role(cmd: str, name: str) -> str | None:
@@ -178,7 +178,6 @@ def main() -> int:
     from cluster.driver.run import drive, executor_count, stop_actors
     from cluster.executors import start_executors
     from cluster.runtime import connect, disconnect
-    from evalcore.sandbox.types import Limits
 
     out = tempfile.mkdtemp(prefix="opteval-bench-")
     cfg = load_config([
@@ -190,7 +189,7 @@ def main() -> int:
     programs = asyncio.run(capture_programs(prep))
     rt = connect(None)
     try:
-        limits = Limits(**dict(cfg.limits))
+        limits = cfg.limits
         n_exec = executor_count(cfg)
         handles = start_executors("bench-baseline", n_exec, float(cfg.cluster.executor_cpus), limits)
         inflight = int(cfg.cluster.max_in_flight_per_model)  # as many queued as the sweep keeps in flight

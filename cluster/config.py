@@ -1,11 +1,19 @@
-"""Sweep configuration: `configs/sweep.yaml`, an optional YAML merged over it, then a dotlist.
+"""Sweep configuration: the typed :class:`SweepConfig`, built once at the edge.
 
-Why a typed schema: a misspelled key (``samples.defualt=4``) must stop the job with
-the key's path rather than be silently ignored, and a wrong value must fail before
-a cluster is started. The dataclasses below give OmegaConf the types; the YAML files
-give the documented defaults; :func:`_check_values` adds the range and name checks
-OmegaConf cannot express. Every failure is a :class:`ConfigError` naming the key path
-and where the value came from.
+``load_config(argv)`` merges the dataclass defaults, an optional YAML file and a dotlist
+through OmegaConf (so a misspelled key such as ``samples.defualt=4`` stops the job with
+its key path instead of being ignored, and a wrong type fails before a cluster starts),
+checks ranges and names OmegaConf cannot express (:func:`_check_values`), then returns a
+frozen dataclass tree. Everything downstream reads that tree by attribute; mypy rejects
+a read of a key the schema does not have. Every failure is a :class:`ConfigError` naming
+the key path and where the value came from.
+
+The dataclasses are the one source of the defaults. ``configs/sweep.yaml`` documents
+every key with its default and meaning (a test keeps it equal to the dataclasses); it is
+not read. The ``sampling``, ``budgets`` and ``limits`` sections are evalcore's own
+``Sampling``, ``Budgets`` and ``Limits``: what a harness and the sandbox receive is what
+the config held, with the model's and the method's overrides put on top by
+:func:`overlay` (the only overlay).
 
 Model, method and benchmark configs are separate YAML files under the configs
 directory (``configs/`` beside the package, or ``$OPTEVAL_CONFIGS``), each with its
@@ -19,19 +27,22 @@ import copy
 import difflib
 import os
 import re
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, fields, is_dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import yaml
 from omegaconf import DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from evalcore.grading import PROFILES
+from evalcore.harnesses._common import STAGE_SAMPLING_KEYS, merge_body
 from evalcore.harnesses.base import Budgets
 from evalcore.models.base import Sampling
 from evalcore.models.clients import ReplaySection
 from evalcore.models.openai_backend import OpenAISection
+from evalcore.problems import REGISTRY
 from evalcore.records import config_fingerprint
 from evalcore.sandbox.types import Limits
 
@@ -39,12 +50,16 @@ if TYPE_CHECKING:
     from cluster.backends import Where
 
 CONFIGS_ENV = "OPTEVAL_CONFIGS"
-GRADING_PROFILES_FALLBACK = ("optagentbench", "orlm", "sirl")
 EXTRACTIONS = ("submit", "orlm", "sirl", "stdout")
 # Top-level sections that never change a trajectory's outcome: they are left out of
 # the fingerprint and of the changed-config check (resuming with more workers is fine).
 NON_OUTCOME_KEYS = ("sweep", "plan_only", "data", "cluster", "serving", "tracking", "progress")
+# Fields of the evalcore sections that the sweep schema gained after fingerprints were first
+# recorded. At their default they stay out of the resolved config (and so out of every
+# fingerprint), so existing sweeps keep their keys; any other value is hashed.
+ADDED_FIELDS = (("sampling", "extra_body"), ("budgets", "max_output_tokens"))
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+T = TypeVar("T")
 
 
 class ConfigError(ValueError):
@@ -52,10 +67,10 @@ class ConfigError(ValueError):
 
 
 # -- schemas ----------------------------------------------------------------------------
-# Defaults live in the YAML files; the dataclass defaults only mirror them for typing.
+# Frozen: a loaded config is a value. The defaults here are the only ones.
 
 
-@dataclass
+@dataclass(frozen=True)
 class SweepSection:
     name: str = "demo"
     output_dir: str = "results"
@@ -68,59 +83,25 @@ class SweepSection:
     retry_errors: bool = False
 
 
-@dataclass
+@dataclass(frozen=True)
 class SamplesSection:
     default: int = 2
     per_benchmark: dict[str, int] = field(default_factory=dict)
 
 
-@dataclass
+@dataclass(frozen=True)
 class DataSection:
     dir: str | None = None
     base_url: str | None = None
     fetch_missing: bool = True
 
 
-@dataclass
+@dataclass(frozen=True)
 class GradingSection:
     profile: str = "optagentbench"
 
 
-# The defaults below are the evalcore dataclasses' own (one source of truth); these
-# sections only add typing and path-naming validation for the config file.
-_S, _B, _L = Sampling(), Budgets(), Limits()
-
-
-@dataclass
-class SamplingSection:
-    temperature: float = _S.temperature
-    top_p: float = _S.top_p
-    top_k: int = _S.top_k
-    max_tokens: int = _S.max_tokens
-    base_seed: int = _S.base_seed
-
-
-@dataclass
-class BudgetsSection:
-    max_turns: int = _B.max_turns
-    max_calls: int = _B.max_calls
-    max_total_tokens: int = _B.max_total_tokens
-    summary_chars: int = _B.summary_chars
-    summary_actions: int = _B.summary_actions
-
-
-@dataclass
-class LimitsSection:
-    wall_s: float = _L.wall_s
-    cpu_s: float = _L.cpu_s
-    memory_mb: int = _L.memory_mb
-    max_procs: int = _L.max_procs
-    output_bytes: int = _L.output_bytes
-    file_mb: int = _L.file_mb
-    allow_uncontained: bool = _L.allow_uncontained  # operational: not part of any fingerprint
-
-
-@dataclass
+@dataclass(frozen=True)
 class ClusterSection:
     address: str | None = None
     executors: int | None = None
@@ -134,7 +115,7 @@ class ClusterSection:
     trajectory_timeout_s: float = 10800.0
 
 
-@dataclass
+@dataclass(frozen=True)
 class ServingSection:
     http_host: str = "127.0.0.1"
     http_port: int = 8000
@@ -149,7 +130,7 @@ class ServingSection:
     standin: bool = False
 
 
-@dataclass
+@dataclass(frozen=True)
 class TrackingSection:
     enabled: bool = True
     uri: str | None = None
@@ -157,31 +138,32 @@ class TrackingSection:
     timeout_s: float = 30.0
 
 
-@dataclass
+@dataclass(frozen=True)
 class ProgressSection:
     interval_s: float = 10.0
 
 
-@dataclass
+@dataclass(frozen=True)
 class SweepConfig:
     sweep: SweepSection = field(default_factory=SweepSection)
     plan_only: bool = False
     models: list[str] = field(default_factory=lambda: ["sim-small"])
-    methods: list[str] = field(default_factory=lambda: ["direct", "opticycle", "optistate"])
+    methods: tuple[str, ...] = ("direct", "opticycle", "optistate")
     # model -> the methods it runs (a subset of ``methods``); a model not listed runs all of them
     model_methods: dict[str, list[str]] = field(default_factory=dict)
-    benchmarks: list[str] = field(default_factory=lambda: ["sample"])
+    benchmarks: tuple[str, ...] = ("sample",)
     samples: SamplesSection = field(default_factory=SamplesSection)
     limit_problems: int | None = None
     data: DataSection = field(default_factory=DataSection)
     grading: GradingSection = field(default_factory=GradingSection)
-    sampling: SamplingSection = field(default_factory=SamplingSection)
-    budgets: BudgetsSection = field(default_factory=BudgetsSection)
-    limits: LimitsSection = field(default_factory=LimitsSection)
+    sampling: Sampling = field(default_factory=Sampling)
+    # ``budgets.exec_limits`` is not set here: load_config fills it from ``limits``
+    budgets: Budgets = field(default_factory=Budgets)
+    limits: Limits = field(default_factory=Limits)
     cluster: ClusterSection = field(default_factory=ClusterSection)
     serving: ServingSection = field(default_factory=ServingSection)
     # what the sandbox pre-imports and the prompts offer (evalcore.solvers); the paper's set
-    solvers: list[str] = field(default_factory=lambda: ["scipy", "pulp", "pyscipopt"])
+    solvers: tuple[str, ...] = ("scipy", "pulp", "pyscipopt")
     tracking: TrackingSection = field(default_factory=TrackingSection)
     progress: ProgressSection = field(default_factory=ProgressSection)
 
@@ -243,8 +225,10 @@ class ModelConfig:
     prompt: PromptSection = field(default_factory=PromptSection)
 
 
-@dataclass
+@dataclass(frozen=True)
 class MethodBudgetOverrides:
+    """A method's budgets over the sweep's (``Budgets`` fields; None = keep the sweep's)."""
+
     max_turns: int | None = None
     max_calls: int | None = None
     max_output_tokens: int | None = None
@@ -253,7 +237,7 @@ class MethodBudgetOverrides:
     summary_actions: int | None = None
 
 
-@dataclass
+@dataclass(frozen=True)
 class MethodLimitsOverrides:
     """A method's sandbox limits over the sweep's ``limits`` (e.g. ORLM's 300 s)."""
 
@@ -265,7 +249,7 @@ class MethodLimitsOverrides:
     file_mb: int | None = None
 
 
-@dataclass
+@dataclass(frozen=True)
 class MethodConfig:
     name: str = ""
     harness: str = "direct"
@@ -278,7 +262,7 @@ class MethodConfig:
     params: dict[str, Any] = field(default_factory=dict)
 
 
-@dataclass
+@dataclass(frozen=True)
 class BenchmarkConfig:
     slug: str = ""
     samples: int | None = None  # default per-problem samples for this benchmark
@@ -356,18 +340,16 @@ def _merge(base: DictConfig, data: Any, where: str) -> DictConfig:
 # -- the sweep config --------------------------------------------------------------------------
 
 
-def load_config(argv: list[str] | None = None) -> DictConfig:
-    """Defaults, then an optional first positional YAML, then ``key=value`` overrides.
+def load_config(argv: list[str] | None = None) -> SweepConfig:
+    """The defaults, then an optional first positional YAML, then ``key=value`` overrides.
 
     Raises ConfigError naming the key path for unknown keys, bad types and bad values.
-    The result is a typed (struct) DictConfig: assigning an unknown key later fails too.
     """
     argv = list(argv or [])
-    cfg = OmegaConf.structured(SweepConfig)
-    cfg = _merge(cfg, _read_yaml(configs_dir() / "sweep.yaml"), str(configs_dir() / "sweep.yaml"))
+    node = OmegaConf.structured(SweepConfig)
     if argv and "=" not in argv[0]:
         path = _find_file(argv.pop(0))
-        cfg = _merge(cfg, _take_models(_read_yaml(path), str(path)), str(path))
+        node = _merge(node, _take_models(_read_yaml(path), str(path)), str(path))
     bad = [a for a in argv if "=" not in a]
     if bad:
         raise ConfigError(
@@ -378,9 +360,13 @@ def load_config(argv: list[str] | None = None) -> DictConfig:
         dot = OmegaConf.from_dotlist(argv)
     except OmegaConfBaseException as exc:
         raise _omega_error(exc, "command line") from exc
-    cfg = _merge(cfg, _take_models(OmegaConf.to_container(dot, resolve=False), "command line"), "command line")
+    node = _merge(node, _take_models(OmegaConf.to_container(dot, resolve=False), "command line"), "command line")
+    _check_ranges(node)
+    cfg = OmegaConf.to_object(node)
+    assert isinstance(cfg, SweepConfig)
     _check_values(cfg)
-    return cfg
+    # one place for the sandbox limits: the budgets a harness gets carry the ``limits`` section
+    return replace(cfg, budgets=replace(cfg.budgets, exec_limits=cfg.limits))
 
 
 LIST_KEYS = ("models", "methods", "benchmarks")
@@ -410,54 +396,61 @@ def _check(cond: bool, key: str, msg: str) -> None:
         raise ConfigError(f"{key}: {msg}")
 
 
-def _positive(cfg: DictConfig, keys: list[str], *, zero_ok: bool = False, nullable: bool = False) -> None:
+def _positive(node: DictConfig, keys: list[str], *, zero_ok: bool = False, nullable: bool = False) -> None:
     for key in keys:
-        v = OmegaConf.select(cfg, key)
+        v = OmegaConf.select(node, key)
         if v is None and nullable:
             continue
         ok = v is not None and (v >= 0 if zero_ok else v > 0)
         _check(ok, key, f"must be {'>= 0' if zero_ok else '> 0'}, got {v!r}")
 
 
-def _check_values(cfg: DictConfig) -> None:
-    """Ranges and names OmegaConf's types cannot express."""
+def _check_ranges(node: DictConfig) -> None:
+    """Ranges OmegaConf's types cannot express, checked on the merged tree (before the
+    evalcore dataclasses' own checks could fail without a key path)."""
+    _positive(node, ["sweep.commit_batch", "sweep.commit_interval_s", "sweep.lease_stale_s", "samples.default",
+                     "sampling.max_tokens", "budgets.max_turns", "budgets.max_calls", "budgets.max_output_tokens",
+                     "budgets.max_total_tokens", "budgets.summary_chars", "budgets.summary_actions",
+                     "limits.wall_s", "limits.cpu_s", "limits.memory_mb", "limits.max_procs",
+                     "limits.output_bytes", "limits.file_mb", "cluster.executor_cpus",
+                     "cluster.workers", "cluster.worker_concurrency",
+                     "cluster.max_in_flight_per_model", "cluster.trajectory_timeout_s",
+                     "serving.ready_timeout_s", "serving.request_timeout_s", "progress.interval_s",
+                     "tracking.timeout_s"])
+    _positive(node, ["serving.cpus_per_gpu", "serving.ingress_cpus"], zero_ok=True)
+    _positive(node, ["limit_problems", "cluster.executors"], nullable=True)
+    _positive(node, ["sampling.temperature", "sampling.base_seed", "cluster.retries",
+                     "cluster.retry_backoff_s", "cluster.sandbox_pool"], zero_ok=True)
+    _positive(node, ["serving.gpus"], zero_ok=True, nullable=True)
+    _check(node.budgets.exec_limits == OmegaConf.structured(Limits), "budgets.exec_limits",
+           "the sandbox limits are the `limits` section; set limits.<key> instead")
+
+
+def _check_values(cfg: SweepConfig) -> None:
+    """Names and cross-references OmegaConf's types cannot express."""
     _check(bool(_NAME_RE.match(cfg.sweep.name)), "sweep.name",
            f"{cfg.sweep.name!r} is not a valid sweep name (letters, digits, '.', '_', '-')")
     _check(bool(cfg.sweep.output_dir), "sweep.output_dir", "must not be empty")
-    _positive(cfg, ["sweep.commit_batch", "sweep.commit_interval_s", "sweep.lease_stale_s", "samples.default",
-                    "sampling.max_tokens", "budgets.max_turns", "budgets.max_calls",
-                    "budgets.max_total_tokens", "budgets.summary_chars", "budgets.summary_actions",
-                    "limits.wall_s", "limits.cpu_s", "limits.memory_mb", "limits.max_procs",
-                    "limits.output_bytes", "limits.file_mb", "cluster.executor_cpus",
-                    "cluster.workers", "cluster.worker_concurrency",
-                    "cluster.max_in_flight_per_model", "cluster.trajectory_timeout_s",
-                    "serving.ready_timeout_s", "serving.request_timeout_s", "progress.interval_s",
-                    "tracking.timeout_s"])
-    _positive(cfg, ["serving.cpus_per_gpu", "serving.ingress_cpus"], zero_ok=True)
-    _check(bool(str(cfg.serving.http_host).strip()), "serving.http_host", "must not be empty")
-    _positive(cfg, ["limit_problems", "cluster.executors"], nullable=True)
-    _positive(cfg, ["sampling.temperature", "sampling.base_seed", "cluster.retries",
-                    "cluster.retry_backoff_s",
-                    "cluster.sandbox_pool"], zero_ok=True)
-    _positive(cfg, ["serving.gpus"], zero_ok=True, nullable=True)
+    _check(bool(cfg.serving.http_host.strip()), "serving.http_host", "must not be empty")
     _check(0 < cfg.sampling.top_p <= 1, "sampling.top_p", f"must be in (0, 1], got {cfg.sampling.top_p}")
     _check(cfg.sampling.top_k == -1 or cfg.sampling.top_k >= 1, "sampling.top_k",
            f"must be -1 (off) or >= 1, got {cfg.sampling.top_k}")
     _check(1 <= cfg.serving.http_port <= 65535, "serving.http_port", f"not a port: {cfg.serving.http_port}")
-    profiles = grading_profiles()
-    _check(cfg.grading.profile in profiles, "grading.profile",
-           f"unknown grading profile {cfg.grading.profile!r}{_hint(cfg.grading.profile, list(profiles))}")
-    for section, kind, exists in (("models", "models", _model_exists), ("methods", "methods", _method_exists),
-                                  ("benchmarks", "benchmarks", benchmark_known)):
-        names = list(cfg[section])
+    _check(cfg.grading.profile in PROFILES, "grading.profile",
+           f"unknown grading profile {cfg.grading.profile!r}{_hint(cfg.grading.profile, list(PROFILES))}")
+    lists: tuple[tuple[str, Iterable[str], Callable[[str], bool]], ...] = (
+        ("models", cfg.models, _model_exists), ("methods", cfg.methods, _method_exists),
+        ("benchmarks", cfg.benchmarks, benchmark_known))
+    for section, given, exists in lists:
+        names = list(given)
         _check(len(names) > 0, section, "must name at least one")
         for i, name in enumerate(names):
             _check(names.index(name) == i, f"{section}[{i}]", f"{name!r} is listed twice")
             if not exists(name):
-                raise ConfigError(f"{section}[{i}]: no configs/{kind}/{name}.yaml{_hint(name, _known(kind))}")
+                raise ConfigError(f"{section}[{i}]: no configs/{section}/{name}.yaml{_hint(name, _known(section))}")
     for model, ms in cfg.model_methods.items():
-        _check(model in list(cfg.models), f"model_methods.{model}", "is not in models")
-        bad = [m for m in ms if m not in list(cfg.methods)]
+        _check(model in cfg.models, f"model_methods.{model}", "is not in models")
+        bad = [m for m in ms if m not in cfg.methods]
         _check(not bad, f"model_methods.{model}", f"{bad} not in methods")
     from evalcore.solvers import validate as validate_solvers
 
@@ -479,10 +472,6 @@ def _check_values(cfg: DictConfig) -> None:
 
 
 def grading_profiles() -> tuple[str, ...]:
-    try:
-        from evalcore.grading import PROFILES
-    except ImportError:
-        return GRADING_PROFILES_FALLBACK
     return tuple(PROFILES)
 
 
@@ -494,17 +483,9 @@ def _method_exists(name: str) -> bool:
     return (configs_dir() / "methods" / f"{name}.yaml").is_file()
 
 
-def _registry() -> dict[str, Any]:
-    try:
-        from evalcore.problems import REGISTRY
-    except ImportError:
-        return {}
-    return dict(REGISTRY)
-
-
 def benchmark_known(slug: str) -> bool:
     """A slug with a configs/benchmarks yaml, or one evalcore.problems.REGISTRY knows."""
-    return (configs_dir() / "benchmarks" / f"{slug}.yaml").is_file() or slug in _registry()
+    return (configs_dir() / "benchmarks" / f"{slug}.yaml").is_file() or slug in REGISTRY
 
 
 # -- model / method / benchmark configs ----------------------------------------------------------
@@ -515,6 +496,7 @@ def _load_entity(kind: str, name: str, schema: type, name_key: str) -> DictConfi
     if not path.is_file():
         raise ConfigError(f"{name}: no {path}{_hint(name, _known(kind))}")
     node = _merge(OmegaConf.structured(schema), _read_yaml(path), str(path))
+    OmegaConf.set_readonly(node, False)  # a frozen schema's node: the name is filled in below
     given = node[name_key]
     if given and given != name:
         raise ConfigError(f"{name_key}: {given!r} differs from the file name {name!r} [{path}]")
@@ -522,12 +504,13 @@ def _load_entity(kind: str, name: str, schema: type, name_key: str) -> DictConfi
     return node
 
 
-_CACHE: dict[tuple[Any, ...], DictConfig] = {}
+_CACHE: dict[tuple[Any, ...], Any] = {}
 
 
-def _cached(kind: str, name: str, build: Any) -> DictConfig:
-    """Validated entity configs are cached per file state and returned read-only:
-    planning asks for them hundreds of times and OmegaConf construction is slow."""
+def _cached(kind: str, name: str, build: Callable[[str], T]) -> T:
+    """Validated entity configs are cached per file state and returned read-only (frozen
+    dataclasses, or a read-only DictConfig): planning asks for them hundreds of times and
+    OmegaConf construction is slow."""
     path = configs_dir() / kind / f"{name}.yaml"
     try:
         st = path.stat()
@@ -538,7 +521,8 @@ def _cached(kind: str, name: str, build: Any) -> DictConfig:
     node = _CACHE.get(key)
     if node is None:
         node = build(name)
-        OmegaConf.set_readonly(node, True)
+        if isinstance(node, DictConfig):
+            OmegaConf.set_readonly(node, True)
         _CACHE[key] = node
     return node
 
@@ -657,146 +641,158 @@ def flat_backend_config(model: Mapping[str, Any]) -> dict[str, Any]:
     return backend_of(model).client_config(model)
 
 
-def method_config(name: str) -> DictConfig:
-    """``configs/methods/<name>.yaml``: harness, extraction profile, budget overrides; read-only."""
+def method_config(name: str) -> MethodConfig:
+    """``configs/methods/<name>.yaml``: harness, extraction profile, budget overrides."""
     return _cached("methods", name, _build_method_config)
 
 
-def _build_method_config(name: str) -> DictConfig:
+def _build_method_config(name: str) -> MethodConfig:
     node = _load_entity("methods", name, MethodConfig, "name")
     path = configs_dir() / "methods" / f"{name}.yaml"
-    harness_file = Path(__file__).resolve().parents[1] / "evalcore" / "harnesses" / f"{node.harness}.py"
-    known = ("direct", "opticycle", "optistate", "orlm", "sirl", "llmopt")
-    _check(node.harness in known or harness_file.is_file(), f"harness [{path}]",
-           f"unknown harness {node.harness!r}{_hint(node.harness, list(known))}")
-    _check(node.extraction in EXTRACTIONS, f"extraction [{path}]",
-           f"unknown extraction profile {node.extraction!r}{_hint(node.extraction, list(EXTRACTIONS))}")
     for section in ("budgets", "limits"):
         for key, v in node[section].items():
             _check(v is None or v > 0, f"{section}.{key} [{path}]", f"must be > 0, got {v!r}")
-    from evalcore.harnesses._common import STAGE_SAMPLING_KEYS
-
     for stage, over in node.stages.items():
         _check(isinstance(over, DictConfig), f"stages.{stage} [{path}]", "must be a mapping of request fields")
         bad = sorted(set(over) - set(STAGE_SAMPLING_KEYS))
         _check(not bad, f"stages.{stage}.{bad[0] if bad else ''} [{path}]",
                f"unknown request field; allowed {list(STAGE_SAMPLING_KEYS)}")
-    _check_params(node, path)
-    return node
+    method = OmegaConf.to_object(node)
+    assert isinstance(method, MethodConfig)
+    harness_file = Path(__file__).resolve().parents[1] / "evalcore" / "harnesses" / f"{method.harness}.py"
+    known = ("direct", "opticycle", "optistate", "orlm", "sirl", "llmopt")
+    _check(method.harness in known or harness_file.is_file(), f"harness [{path}]",
+           f"unknown harness {method.harness!r}{_hint(method.harness, list(known))}")
+    _check(method.extraction in EXTRACTIONS, f"extraction [{path}]",
+           f"unknown extraction profile {method.extraction!r}{_hint(method.extraction, list(EXTRACTIONS))}")
+    _check_params(method, path)
+    return method
 
 
-def _check_params(node: DictConfig, path: Path) -> None:
+def _check_params(method: MethodConfig, path: Path) -> None:
     """A harness that states its parameters (``check_params``) validates ``params`` here, so a
     typo fails at config load with the file named, not in every trajectory."""
-    from evalcore.harnesses import get_harness
+    from evalcore.harnesses import get_harness  # imports every harness: only when a method is read
 
     try:
-        harness = get_harness(str(node.harness))
+        harness = get_harness(method.harness)
     except KeyError:
         return  # an unknown harness is reported by the method check itself
     check = getattr(harness, "check_params", None)
     if check is not None:
         try:
-            check(as_plain(node.params))
+            check(as_plain(method.params))
         except ValueError as exc:
             raise ConfigError(f"{exc} [{path}]") from None
 
 
-def benchmark_config(slug: str) -> DictConfig:
+def benchmark_config(slug: str) -> BenchmarkConfig:
     """``configs/benchmarks/<slug>.yaml``; a registry slug without a file gets the defaults
-    (a ``<name>@sirl`` variant inherits ``<name>``'s sample count); read-only."""
+    (a ``<name>@sirl`` variant inherits ``<name>``'s sample count)."""
     return _cached("benchmarks", slug, _build_benchmark_config)
 
 
-def _build_benchmark_config(slug: str) -> DictConfig:
+def _build_benchmark_config(slug: str) -> BenchmarkConfig:
     path = configs_dir() / "benchmarks" / f"{slug}.yaml"
     if path.is_file():
-        node = _load_entity("benchmarks", slug, BenchmarkConfig, "slug")
-    elif slug in _registry():
-        node = OmegaConf.structured(BenchmarkConfig(slug=slug))
+        bench = OmegaConf.to_object(_load_entity("benchmarks", slug, BenchmarkConfig, "slug"))
+        assert isinstance(bench, BenchmarkConfig)
+    elif slug in REGISTRY:
         base = slug.split("@", 1)[0]
-        if base != slug and (configs_dir() / "benchmarks" / f"{base}.yaml").is_file():
-            node.samples = benchmark_config(base).samples
+        inherited = base != slug and (configs_dir() / "benchmarks" / f"{base}.yaml").is_file()
+        bench = BenchmarkConfig(slug=slug, samples=benchmark_config(base).samples if inherited else None)
     else:
         raise ConfigError(f"{slug}: no {path}{_hint(slug, _known('benchmarks'))}")
-    _check(node.samples is None or node.samples > 0, f"samples [{path}]", f"must be > 0, got {node.samples!r}")
-    if node.grading is not None:
-        profiles = grading_profiles()
-        _check(node.grading in profiles, f"grading [{path}]",
-               f"unknown grading profile {node.grading!r}{_hint(node.grading, list(profiles))}")
-    return node
+    _check(bench.samples is None or bench.samples > 0, f"samples [{path}]", f"must be > 0, got {bench.samples!r}")
+    if bench.grading is not None:
+        _check(bench.grading in PROFILES, f"grading [{path}]",
+               f"unknown grading profile {bench.grading!r}{_hint(bench.grading, list(PROFILES))}")
+    return bench
 
 
-# -- derived values (what the scheduler and tracking use) ----------------------------------------
+# -- derived values (what the driver and tracking use) --------------------------------------------
 
 
-def methods_for(cfg: DictConfig, model: str) -> list[str]:
+def methods_for(cfg: SweepConfig, model: str) -> list[str]:
     """The methods ``model`` runs: ``model_methods[model]`` in ``methods`` order, else all."""
-    only = cfg.get("model_methods", {}) or {}
-    if model in only:
-        return [m for m in cfg.methods if m in set(only[model])]
+    if model in cfg.model_methods:
+        only = set(cfg.model_methods[model])
+        return [m for m in cfg.methods if m in only]
     return list(cfg.methods)
 
 
-def samples_for(cfg: DictConfig, slug: str) -> int:
+def samples_for(cfg: SweepConfig, slug: str) -> int:
     """``samples.per_benchmark[slug]``, else the benchmark yaml's ``samples``, else ``samples.default``."""
     per = cfg.samples.per_benchmark
     if slug in per:
-        return int(per[slug])
+        return per[slug]
     own = benchmark_config(slug).samples
-    return int(own) if own is not None else int(cfg.samples.default)
+    return own if own is not None else cfg.samples.default
 
 
-def grading_profile_for(cfg: DictConfig, slug: str) -> str:
+def grading_profile_for(cfg: SweepConfig, slug: str) -> str:
     """The benchmark yaml's ``grading`` override, else ``grading.profile``."""
-    return str(benchmark_config(slug).grading or cfg.grading.profile)
+    return benchmark_config(slug).grading or cfg.grading.profile
 
 
-def effective_sampling(cfg: DictConfig, model: str) -> dict[str, Any]:
-    """The sweep's sampling with the model's overrides applied (extra_body included)."""
-    out: dict[str, Any] = dict(OmegaConf.to_container(cfg.sampling, resolve=True))  # type: ignore[arg-type]
-    over = OmegaConf.to_container(model_config(model).sampling, resolve=True)
-    assert isinstance(over, dict)
-    extra = over.pop("extra_body", {}) or {}
-    out.update({k: v for k, v in over.items() if v is not None})
-    out["extra_body"] = extra
-    return out
+def overlay(base: T, over: Any) -> T:
+    """``base`` (a frozen evalcore dataclass) with every field ``over`` states (not None) on top;
+    mapping fields (``extra_body``) merge key by key. The one overlay: sweep -> model -> method
+    (a stage's own request overrides are evalcore's ``stage_sampling``, applied per call)."""
+    stated = as_plain(over)
+    changes: dict[str, Any] = {}
+    for f in fields(base):  # type: ignore[arg-type]
+        value = stated.get(f.name)
+        if value is None:
+            continue
+        current = getattr(base, f.name)
+        changes[f.name] = merge_body(current, value) if isinstance(current, Mapping) else value
+    return replace(base, **changes)  # type: ignore[type-var]
 
 
-def effective_budgets(cfg: DictConfig, method: str) -> dict[str, Any]:
-    """The sweep's budgets with the method's overrides applied."""
-    out: dict[str, Any] = dict(OmegaConf.to_container(cfg.budgets, resolve=True))  # type: ignore[arg-type]
-    over = OmegaConf.to_container(method_config(method).budgets, resolve=True)
-    assert isinstance(over, dict)
-    out.update({k: v for k, v in over.items() if v is not None})
-    return out
+def effective_sampling(cfg: SweepConfig, model: str) -> Sampling:
+    """The sweep's sampling with the model's overrides on top (``extra_body`` merged)."""
+    return overlay(cfg.sampling, model_config(model).sampling)
 
 
-def effective_limits(cfg: DictConfig, method: str) -> dict[str, Any]:
-    """The sweep's sandbox limits with the method's overrides applied."""
-    out: dict[str, Any] = dict(OmegaConf.to_container(cfg.limits, resolve=True))  # type: ignore[arg-type]
-    over = OmegaConf.to_container(method_config(method).limits, resolve=True)
-    assert isinstance(over, dict)
-    out.update({k: v for k, v in over.items() if v is not None})
-    return out
+def effective_limits(cfg: SweepConfig, method: str) -> Limits:
+    """The sweep's sandbox limits with the method's overrides on top."""
+    return overlay(cfg.limits, method_config(method).limits)
 
 
-def harness_versions(methods: Any) -> dict[str, dict[str, str]]:
+def effective_budgets(cfg: SweepConfig, method: str) -> Budgets:
+    """The sweep's budgets with the method's overrides on top; ``exec_limits`` are the
+    method's effective sandbox limits."""
+    base = replace(cfg.budgets, exec_limits=effective_limits(cfg, method))
+    return overlay(base, method_config(method).budgets)
+
+
+def harness_versions(methods: Iterable[str]) -> dict[str, dict[str, str]]:
     """Prompt-file and code hashes of each method's harness (``evalcore.harnesses.version``)."""
-    from evalcore.harnesses.version import harness_version
+    from evalcore.harnesses.version import harness_version  # reads every prompt file: on demand
 
-    return {str(m): harness_version(str(method_config(str(m)).harness)) for m in methods}
+    return {m: harness_version(method_config(m).harness) for m in methods}
 
 
-def resolved(cfg: DictConfig) -> dict[str, Any]:
+def _sweep_view(cfg: SweepConfig) -> dict[str, Any]:
+    """The sweep's own sections as plain data, as the manifest stores and the fingerprint hashes
+    them: ``budgets.exec_limits`` is the ``limits`` section (not repeated), and the
+    :data:`ADDED_FIELDS` are left out at their defaults."""
+    out: dict[str, Any] = as_plain(cfg)
+    out["budgets"].pop("exec_limits")
+    default = SweepConfig()
+    for section, key in ADDED_FIELDS:
+        if out[section][key] == as_plain(getattr(getattr(default, section), key)):
+            out[section].pop(key)
+    return out
+
+
+def resolved(cfg: SweepConfig) -> dict[str, Any]:
     """The whole sweep as plain data, with the model/method/benchmark configs it uses."""
-    out = OmegaConf.to_container(cfg, resolve=True)
-    assert isinstance(out, dict)
-    out["model_configs"] = {m: OmegaConf.to_container(model_config(m), resolve=True) for m in cfg.models}
-    out["method_configs"] = {m: OmegaConf.to_container(method_config(m), resolve=True) for m in cfg.methods}
-    out["benchmark_configs"] = {
-        b: OmegaConf.to_container(benchmark_config(b), resolve=True) for b in cfg.benchmarks
-    }
+    out = _sweep_view(cfg)
+    out["model_configs"] = {m: as_plain(model_config(m)) for m in cfg.models}
+    out["method_configs"] = {m: as_plain(method_config(m)) for m in cfg.methods}
+    out["benchmark_configs"] = {b: as_plain(benchmark_config(b)) for b in cfg.benchmarks}
     out["harness_versions"] = harness_versions(cfg.methods)
     return out
 
@@ -809,13 +805,13 @@ def outcome_view(resolved_cfg: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def sweep_fingerprint(cfg: DictConfig | dict[str, Any]) -> str:
+def sweep_fingerprint(cfg: SweepConfig | dict[str, Any]) -> str:
     """Hash of :func:`outcome_view`: not of output_dir, cluster, serving, tracking, progress."""
     res = cfg if isinstance(cfg, dict) else resolved(cfg)
     return config_fingerprint(outcome_view(res))
 
 
-def item_fingerprint(cfg: DictConfig, model: str, method: str, benchmark: str) -> str:
+def item_fingerprint(cfg: SweepConfig, model: str, method: str, benchmark: str) -> str:
     """Fingerprint of what decides one (model, method, benchmark)'s trajectories' outcomes.
 
     Keys hash this rather than the whole sweep, so adding a model, a benchmark or
@@ -825,35 +821,43 @@ def item_fingerprint(cfg: DictConfig, model: str, method: str, benchmark: str) -
     return item_fingerprinter(cfg)(model, method, benchmark)
 
 
-def item_fingerprinter(cfg: DictConfig) -> Any:
+def _budgets_view(cfg: SweepConfig, method: str) -> dict[str, Any]:
+    """A method's effective budgets as hashed: the limits are hashed on their own, and
+    ``max_output_tokens`` only when the method states it or the sweep changed it."""
+    out: dict[str, Any] = as_plain(effective_budgets(cfg, method))
+    out.pop("exec_limits")
+    stated = method_config(method).budgets.max_output_tokens is not None
+    if not stated and cfg.budgets.max_output_tokens == Budgets().max_output_tokens:
+        out.pop("max_output_tokens")
+    return out
+
+
+def item_fingerprinter(cfg: SweepConfig) -> Callable[[str, str, str], str]:
     """``item_fingerprint`` for one config, each model's, method's and benchmark's part
     computed once: a plan at 10x the paper asks for thousands of (model, method, benchmark)."""
     solvers = list(cfg.solvers)
-    parts: dict[tuple[str, str], Any] = {}
-
-    def part(kind: str, name: str) -> Any:
-        if (kind, name) not in parts:
-            if kind == "model":
-                parts[(kind, name)] = (effective_sampling(cfg, name),
-                                       OmegaConf.to_container(model_config(name), resolve=True))
-            elif kind == "method":
-                # allow_uncontained decides where programs may run, not their outcomes: not in the key
-                limits = {k: v for k, v in effective_limits(cfg, name).items() if k != "allow_uncontained"}
-                parts[(kind, name)] = (effective_budgets(cfg, name), limits,
-                                       OmegaConf.to_container(method_config(name), resolve=True),
-                                       harness_versions([name])[name])
-            else:
-                parts[(kind, name)] = grading_profile_for(cfg, name)
-        return parts[(kind, name)]
+    models: dict[str, tuple[Any, Any]] = {}
+    methods: dict[str, tuple[Any, Any, Any, Any]] = {}
+    grading: dict[str, str] = {}
 
     def fingerprint(model: str, method: str, benchmark: str) -> str:
-        sampling, model_cfg = part("model", model)
-        budgets, limits, method_cfg, harness = part("method", method)
+        if model not in models:
+            models[model] = (as_plain(effective_sampling(cfg, model)), as_plain(model_config(model)))
+        if method not in methods:
+            # allow_uncontained decides where programs may run, not their outcomes: not in the key
+            limits = as_plain(effective_limits(cfg, method))
+            limits.pop("allow_uncontained")
+            methods[method] = (_budgets_view(cfg, method), limits, as_plain(method_config(method)),
+                               harness_versions([method])[method])
+        if benchmark not in grading:
+            grading[benchmark] = grading_profile_for(cfg, benchmark)
+        sampling, model_cfg = models[model]
+        budgets, limits, method_cfg, harness = methods[method]
         return config_fingerprint({
             "sampling": sampling,
             "budgets": budgets,
             "limits": limits,
-            "grading": part("bench", benchmark),
+            "grading": grading[benchmark],
             "model": model_cfg,
             "method": method_cfg,
             "harness": harness,
@@ -864,7 +868,14 @@ def item_fingerprinter(cfg: DictConfig) -> Any:
 
 
 def as_plain(node: Any) -> Any:
-    """DictConfig/ListConfig -> plain containers; anything else unchanged."""
+    """A config value as plain, JSON-able data: dataclasses and DictConfigs become dicts,
+    tuples lists; anything else unchanged. The one "to plain data" helper."""
     if isinstance(node, (DictConfig, ListConfig)):
         return OmegaConf.to_container(node, resolve=True)
+    if is_dataclass(node) and not isinstance(node, type):
+        return {f.name: as_plain(getattr(node, f.name)) for f in fields(node)}
+    if isinstance(node, Mapping):
+        return {k: as_plain(v) for k, v in node.items()}
+    if isinstance(node, (list, tuple)):
+        return [as_plain(v) for v in node]
     return node

@@ -24,7 +24,9 @@ import ray
 from ray.exceptions import GetTimeoutError, RayError
 
 from cluster.runtime import EXECUTOR_RESOURCE
+from evalcore import sandbox
 from evalcore.sandbox.types import KILLED, ExecResult, Limits
+from evalcore.solvers import preimport_modules, validate
 
 # Slack on top of a program's own wall limit before the facade gives up on a remote call:
 # queueing behind other runs on the same actor, pickling, an actor restart.
@@ -59,15 +61,9 @@ class ExecutorActor:
 
     def __init__(self, slots: int = 1, default_limits: Limits | None = None,
                  solvers: tuple[str, ...] | None = None, pool_size: int = 2) -> None:
-        try:
-            from evalcore.sandbox import ForkServer
-        except ImportError:  # the package may not re-export it
-            from evalcore.sandbox.server import ForkServer
-        from evalcore.solvers import preimport_modules, validate
-
         self._default_limits = default_limits or Limits()
         self._solvers = validate(solvers)
-        self._server = ForkServer(modules=preimport_modules(self._solvers), pool_size=int(pool_size),
+        self._server = sandbox.ForkServer(modules=preimport_modules(self._solvers), pool_size=int(pool_size),
                                   allow_uncontained=self._default_limits.allow_uncontained)
         self._slots = asyncio.Semaphore(max(1, int(slots)))
         self._sessions: dict[str, Any] = {}
@@ -153,7 +149,8 @@ def start_executors(sweep: str, count: int, cpus: float, default_limits: Limits 
         # Only where a node offers an executor slot (cluster.runtime.EXECUTOR_RESOURCE).
         opts = {"num_cpus": cpus, "resources": {EXECUTOR_RESOURCE: 1}, "name": executor_name(sweep, i),
                 "get_if_exists": False}
-        handles.append(ExecutorActor.options(**opts).remote(cpus, default_limits, solvers, pool_size))
+        handles.append(ExecutorActor.options(**opts).remote(  # type: ignore[attr-defined]
+            cpus, default_limits, solvers, pool_size))
     infos = ray.get([h.warm.remote() for h in handles], timeout=300)
     refused = [i["refused"] for i in infos if i.get("refused")]
     if refused:

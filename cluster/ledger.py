@@ -62,6 +62,8 @@ import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
+from cluster.config import outcome_view
+from cluster.plan import Plan
 from evalcore.records import LEDGER_SCHEMA, STATUS_ERROR, Trajectory
 
 MANIFEST = "manifest.json"
@@ -374,8 +376,6 @@ class Ledger:
 
     def _open_checked(self, sweep_name: str, resolved_config: dict[str, Any], fingerprint: str,
                       allow_config_change: bool) -> None:
-        from cluster.config import outcome_view  # the same view the fingerprint hashes
-
         led, fs, root, read_only = self, self.fs, self.root, self.read_only
         old = led._manifest_or_repair()
         changes: list[str] = []
@@ -470,7 +470,7 @@ class Ledger:
         """Store the plan (``plan.parquet``) and its summary in the manifest; returns the summary."""
         self._writable()
         counts: dict[str, int] = defaultdict(int)
-        if hasattr(plan, "to_table"):  # cluster.plan.Plan: columnar, no item objects (10x the paper)
+        if isinstance(plan, Plan):  # columnar, no item objects (10x the paper)
             table = plan.to_table(PLAN_SCHEMA)
             for (model, method, bench), n in plan.group_counts().items():
                 counts[f"{model}/{method}/{bench}"] += n
@@ -635,7 +635,11 @@ class Ledger:
         self._own()
         rel = path[len(self.root) + 1:] if path.startswith(self.root + "/") else path.rsplit("/", 1)[-1]
         dest = f"{self.root}/{QUARANTINE_DIR}/{_now().strftime('%Y%m%dT%H%M%S')}-{rel.replace('/', '__')}"
-        self._guard_write(dest, lambda: (self._make_parent(dest), self.fs.move(path, dest)))
+        def move() -> None:
+            self._make_parent(dest)
+            self.fs.move(path, dest)
+
+        self._guard_write(dest, move)
         entry = {"file": self._show(path), "to": self._show(dest), "reason": reason, "keys": keys}
         self.quarantined.append(entry)
         held = "keys unreadable" if keys is None else f"{len(keys)} key(s)"

@@ -30,9 +30,8 @@ from typing import Any, overload
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from omegaconf import DictConfig
 
-from cluster.config import ConfigError, item_fingerprinter, methods_for, samples_for
+from cluster.config import ConfigError, SweepConfig, item_fingerprinter, methods_for, samples_for
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,7 +54,7 @@ def _keys(sweep: str, model: str, method: str, bench: str, pids: list[str], n: i
     tail = sep + fp
     prefix = f"{model}/{method}/{bench}/"
     sha = hashlib.sha256
-    out = []
+    out: list[str] = []
     append = out.append
     samples = [str(s) for s in range(n)]
     for pid in pids:
@@ -223,7 +222,7 @@ class Plan(Sequence):
         return table if schema is None else table.select(schema.names).cast(schema)
 
 
-def expand_plan(cfg: DictConfig, problem_ids: dict[str, list[str]]) -> Plan:
+def expand_plan(cfg: SweepConfig, problem_ids: dict[str, list[str]]) -> Plan:
     """All planned trajectories, model-major; ``problem_ids[slug]`` in benchmark order.
 
     Samples per benchmark: ``samples.per_benchmark[slug]``, else the benchmark yaml's
@@ -235,7 +234,7 @@ def expand_plan(cfg: DictConfig, problem_ids: dict[str, list[str]]) -> Plan:
     if missing:
         raise ConfigError(f"benchmarks: no problem ids given for {', '.join(missing)}")
     limit = cfg.limit_problems
-    sweep = str(cfg.sweep.name)
+    sweep = cfg.sweep.name
     per_bench = {}
     for b in cfg.benchmarks:
         pids = [str(p) for p in problem_ids[b]]
@@ -252,7 +251,6 @@ def expand_plan(cfg: DictConfig, problem_ids: dict[str, list[str]]) -> Plan:
                 pids, n = per_bench[bench]
                 if not pids or n <= 0:
                     continue
-                model, method, bench = str(model), str(method), str(bench)
                 fp = item_fingerprint(model, method, bench)
                 keys = pa.array(_keys(sweep, model, method, bench, pids, n, fp), type=pa.string())
                 groups.append(_Group(model, method, bench, fp, pids, n, start, keys))
@@ -298,7 +296,7 @@ def remaining(plan: Sequence[PlanItem], committed: Iterable[str]) -> Sequence[Pl
     return Plan(plan.groups, plan.rows[~hit])
 
 
-def registry_counts(cfg: DictConfig, missing: list[str]) -> dict[tuple[str, str, str], int]:
+def registry_counts(cfg: SweepConfig, missing: list[str]) -> dict[tuple[str, str, str], int]:
     """Planned trajectories per (model, method, benchmark) from the registry's pinned counts,
     for ``plan_only`` before the files are fetched (``missing``: benchmarks without a file;
     the others are counted from their files)."""
@@ -310,12 +308,12 @@ def registry_counts(cfg: DictConfig, missing: list[str]) -> dict[tuple[str, str,
         n = get_entry(b).count if b in missing else len(load_problem_ids(b, cfg.data.dir))
         if n is None:
             raise ConfigError(f"benchmarks: {b} has no pinned count; its file is needed to plan")
-        per_bench[b] = min(n, int(limit)) if limit is not None else n
+        per_bench[b] = min(n, limit) if limit is not None else n
     return {(mo, me, b): per_bench[b] * samples_for(cfg, b)
             for mo in cfg.models for me in methods_for(cfg, mo) for b in cfg.benchmarks}
 
 
-def registry_plan_report(cfg: DictConfig, missing: list[str]) -> str:
+def registry_plan_report(cfg: SweepConfig, missing: list[str]) -> str:
     """The ``plan_only`` output without (some) benchmark files: exact totals, no ledger check."""
     counts = registry_counts(cfg, missing)
     per: dict[tuple[str, str], int] = Counter()

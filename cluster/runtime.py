@@ -7,12 +7,9 @@ case may it shut Ray down at the end; in the second, ``RAY_ADDRESS`` tells us so
 from __future__ import annotations
 
 import os
-import sys
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
 NAMESPACE = "opteval"
 # The custom Ray resource a node offers, one unit per executor slot (PINNED: the KubeRay
 # manifests put it on CPU worker groups). Executors run only where it is offered, so they
@@ -38,10 +35,13 @@ def resolve_address(cfg_address: str | None) -> str | None:
 
 
 def _local_init_kwargs(num_cpus: int | None, dashboard: bool) -> dict[str, Any]:
-    """A throwaway cluster: no token auth, no dashboard unless asked, our code importable."""
+    """A throwaway cluster: no token auth, no dashboard unless asked.
+
+    Its workers import our code the way the driver did: the installed package, or the
+    driver's ``PYTHONPATH`` (the raylet inherits this process's environment), and Ray adds
+    the driver's script directory and working directory to every worker's path."""
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-    pythonpath = os.pathsep.join([str(REPO_ROOT)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])
     return {
         # "local" always starts a new cluster: never attach to one started by `ray start`
         # (or named by a stale /tmp/ray/ray_current_cluster) that the user did not ask for.
@@ -55,7 +55,7 @@ def _local_init_kwargs(num_cpus: int | None, dashboard: bool) -> dict[str, Any]:
         "log_to_driver": True,
         # the workers' auth mode must be the cluster's: "disabled" by default, but a shell that
         # exported RAY_AUTH_MODE=token for `ray start` (README) makes this local cluster token too
-        "runtime_env": {"env_vars": {"PYTHONPATH": pythonpath, "RAY_AUTH_MODE": os.environ["RAY_AUTH_MODE"]}},
+        "runtime_env": {"env_vars": {"RAY_AUTH_MODE": os.environ["RAY_AUTH_MODE"]}},
     }
 
 
@@ -65,8 +65,6 @@ def connect(cfg_address: str | None = None, num_cpus: int | None = None, dashboa
 
     if ray.is_initialized():
         return RayRuntime(started_local=False, connected_here=False, address=None)
-    if str(REPO_ROOT) not in sys.path:
-        sys.path.insert(0, str(REPO_ROOT))
     address = resolve_address(cfg_address)
     if address:
         ray.init(address=address, namespace=NAMESPACE, log_to_driver=True)

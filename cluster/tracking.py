@@ -43,7 +43,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from cluster.backends import BACKEND_KEY, is_simulated
+from cluster.config import SweepConfig, as_plain, overlay
 from cluster.ledger import Ledger, open_filesystem
+from cluster.ledger import _version as _ledger_version
+from evalcore.harnesses.base import Budgets
+from evalcore.models.base import Sampling
 
 log = logging.getLogger("opteval.tracking")
 
@@ -197,18 +201,17 @@ def results_markdown(summary: Any, title: str = "") -> str:
 
 
 def run_params(resolved: Mapping[str, Any], model: str, method: str, fingerprint: str) -> dict[str, str]:
-    """Params of a child run, from the resolved sweep config (as stored in the manifest)."""
-    sampling = dict(resolved.get("sampling", {}))
-    msamp = dict(resolved.get("model_configs", {}).get(model, {}).get("sampling", {}) or {})
-    extra = msamp.pop("extra_body", None)
-    sampling.update({k: v for k, v in msamp.items() if v is not None})
-    budgets = dict(resolved.get("budgets", {}))
-    mb = resolved.get("method_configs", {}).get(method, {}).get("budgets", {}) or {}
-    budgets.update({k: v for k, v in mb.items() if v is not None})
+    """Params of a child run, from the resolved sweep config (as stored in the manifest): the
+    model's effective sampling and the method's effective budgets (``cluster.config.overlay``)."""
     mcfg = resolved.get("model_configs", {}).get(model, {})
+    method_cfg = resolved.get("method_configs", {}).get(method, {})
+    sampling = as_plain(overlay(Sampling(**resolved.get("sampling", {})), mcfg.get("sampling") or {}))
+    extra = sampling.pop("extra_body")
+    budgets = as_plain(overlay(Budgets(**resolved.get("budgets", {})), method_cfg.get("budgets") or {}))
+    budgets.pop("exec_limits")  # logged as limits.*
     params: dict[str, Any] = {
         "model": model, "method": method, "backend": mcfg.get(BACKEND_KEY), "family": mcfg.get("family"),
-        "size_b": mcfg.get("size_b"), "harness": resolved.get("method_configs", {}).get(method, {}).get("harness"),
+        "size_b": mcfg.get("size_b"), "harness": method_cfg.get("harness"),
         "grading_profile": resolved.get("grading", {}).get("profile"),
         "benchmarks": ",".join(resolved.get("benchmarks", [])),
         "config_fingerprint": fingerprint, "opteval_version": _version(),
@@ -226,11 +229,9 @@ def run_params(resolved: Mapping[str, Any], model: str, method: str, fingerprint
 def samples_per_benchmark(resolved: Mapping[str, Any]) -> dict[str, int]:
     """Samples per problem for each benchmark, as the plan uses them (cluster.config.samples_for):
     ``samples.per_benchmark``, else the benchmark yaml's ``samples``, else ``samples.default``."""
-    samples = resolved.get("samples", {}) or {}
-    per = samples.get("per_benchmark", {}) or {}
-    bcfg = resolved.get("benchmark_configs", {}) or {}
-    return {b: int(per.get(b) or (bcfg.get(b, {}) or {}).get("samples") or samples.get("default", 1))
-            for b in resolved.get("benchmarks", [])}
+    samples = resolved["samples"]  # a resolved config states every key: no default here
+    per, bcfg = samples["per_benchmark"], resolved["benchmark_configs"]
+    return {b: int(per.get(b) or bcfg[b]["samples"] or samples["default"]) for b in resolved["benchmarks"]}
 
 
 def plan_params(resolved: Mapping[str, Any]) -> dict[str, str]:
@@ -242,9 +243,7 @@ def plan_params(resolved: Mapping[str, Any]) -> dict[str, str]:
 
 
 def _version() -> str:
-    from cluster.ledger import _version as v
-
-    return v()
+    return _ledger_version()
 
 
 # -- the tracker ------------------------------------------------------------------------------------
@@ -272,10 +271,10 @@ class Tracker:
             os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "10")
 
     @classmethod
-    def from_config(cls, cfg: Any) -> Tracker:
+    def from_config(cls, cfg: SweepConfig) -> Tracker:
         uri = tracking_uri(cfg.tracking.uri, cfg.sweep.output_dir)
         return cls(uri, cfg.tracking.experiment, cfg.sweep.name, cfg.sweep.output_dir,
-                   enabled=bool(cfg.tracking.enabled))
+                   enabled=cfg.tracking.enabled)
 
     @property
     def active(self) -> bool:
@@ -402,6 +401,7 @@ class Tracker:
         return summary
 
     def _log_results(self, table: pa.Table, plan: pa.Table, summary: Any, plan_recorded_at: str | None) -> None:
+        assert self.parent_id is not None  # only called while active
         ts = _stable_ts(table, plan_recorded_at)
         planned_keys = plan.column("key")
         with tempfile.TemporaryDirectory(prefix="opteval-mlflow-") as tmp:

@@ -178,6 +178,7 @@ def start_workers(sweep: str, count: int, concurrency: int, executor_names: list
     handles = []
     for i in range(count):
         opts = {"name": worker_name(sweep, i), "max_concurrency": max(1, int(concurrency)) + 8}
-        handles.append(HarnessWorker.options(**opts).remote(list(executor_names), default_limits))
+        handles.append(HarnessWorker.options(**opts).remote(  # type: ignore[attr-defined]
+            list(executor_names), default_limits))
     ray.get([h.ping.remote() for h in handles], timeout=300)
     return handles

@@ -112,8 +112,8 @@ def _strip_currency(s: str) -> str | None:
     return (m["s1"] or m["s2"]) + m["num"]
 
 
-def _parse_number_text(s: str) -> float | None:
-    s = _strip_currency(s)
+def _parse_number_text(text: str) -> float | None:
+    s = _strip_currency(text)
     if s is None:
         return None
     if _GROUPED_NUMBER.match(s):

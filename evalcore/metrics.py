@@ -62,10 +62,16 @@ def macro(values: Mapping[str, float | None] | Iterable[float | None]) -> float:
     items = list(values.items()) if isinstance(values, Mapping) else list(enumerate(values))
     if not items:
         raise ValueError("macro of no benchmarks is undefined")
-    bad = [str(k) for k, v in items if v is None or (isinstance(v, float) and math.isnan(v))]
+    present: list[float] = []
+    bad: list[str] = []
+    for k, v in items:
+        if v is None or (isinstance(v, float) and math.isnan(v)):
+            bad.append(str(k))
+        else:
+            present.append(v)
     if bad:
         raise ValueError(f"macro over benchmarks with no value: {', '.join(bad)}")
-    return float(sum(float(v) for _, v in items) / len(items))
+    return float(sum(float(v) for v in present) / len(items))
 
 
 @dataclass(frozen=True)
@@ -123,10 +129,15 @@ def pass_at_k(n: int, c: int, k: int) -> float | None:
 def mean_pass_at_k(counts: Iterable[tuple[int, int]], k: int) -> float | None:
     """Mean pass@k over problems given ``(n, c)`` per problem; None if any problem has
     fewer than ``k`` samples (the mean would silently cover a different problem set)."""
-    vals = [pass_at_k(n, c, k) for n, c in counts]
-    if not vals or any(v is None for v in vals):
+    return mean_if_all([pass_at_k(n, c, k) for n, c in counts])
+
+
+def mean_if_all(vals: Sequence[float | None]) -> float | None:
+    """The mean of ``vals``; None when there are none or any is None (undefined)."""
+    present = [v for v in vals if v is not None]
+    if not vals or len(present) < len(vals):
         return None
-    return float(sum(vals) / len(vals))  # type: ignore[arg-type]
+    return float(sum(present) / len(present))
 
 
 def majority_answer(submissions: Sequence[Any], profile: str = DEFAULT_PROFILE) -> Parsed:

@@ -1,5 +1,5 @@
 """Semantic mutation operators: source-level edits that keep a solver program runnable but
-change what it models (papers/003, SemOPT, Appendix B.1 Table 9: variable, objective and
+change what it models (the SemOPT paper, Appendix B.1 Table 9: variable, objective and
 constraint mutations).
 
 Why a module of its own: the simulated policy uses them to write plausible wrong programs,
@@ -48,6 +48,13 @@ def replace_span(src: str, lineno: int, col: int, end_col: int, new: str) -> str
     return "".join(lines)
 
 
+def replace_node(src: str, node: ast.expr, new: str) -> str:
+    """Replace a one-line expression (a name, a constant) parsed from ``src`` by ``new``."""
+    if node.end_col_offset is None:  # ast.parse sets it on every expression
+        raise ValueError(f"{type(node).__name__} without an end position")
+    return replace_span(src, node.lineno, node.col_offset, node.end_col_offset, new)
+
+
 def constraint_nodes(tree: ast.AST) -> list[ast.stmt]:
     """Statements that add a constraint: ``prob += a <= b`` or ``m.addCons(...)``-style calls."""
     out: list[ast.stmt] = []
@@ -81,7 +88,7 @@ def _op_flip_sense(src: str, rng: random.Random) -> str | None:
 
 
 def _op_relax_integrality(src: str, rng: random.Random) -> str | None:
-    subs = [
+    subs: list[tuple[str, str | Callable[[re.Match[str]], str]]] = [
         (r"""cat\s*=\s*(["'])(Integer|Binary)\1""", 'cat="Continuous"'),
         (r"\b(pulp\.)?Lp(Integer|Binary)\b", lambda m: (m.group(1) or "") + "LpContinuous"),
         (r"""vtype\s*=\s*(["'])(I|B|INTEGER|BINARY|integer|binary)\1""", 'vtype="C"'),
@@ -117,7 +124,8 @@ def _op_drop_constraint(src: str, rng: random.Random) -> str | None:
     node = rng.choice(nodes)
     start, end = stmt_span(node)
     lines = source_lines(src)
-    indent = re.match(r"\s*", lines[start]).group(0).rstrip("\n")
+    line = lines[start]
+    indent = line[: len(line) - len(line.lstrip())].rstrip("\n")
     return "".join(lines[:start]) + f"{indent}pass\n" + "".join(lines[end:])
 
 
@@ -130,8 +138,17 @@ def _numeric_constants(node: ast.AST) -> list[ast.Constant]:
 
 def _perturb(src: str, const: ast.Constant, rng: random.Random) -> str:
     v = const.value
-    new = repr(v + max(1, round(abs(v) * 0.2))) if isinstance(v, int) else repr(round(v * rng.choice((0.8, 1.25)), 6))
-    return replace_span(src, const.lineno, const.col_offset, const.end_col_offset, new)
+    if isinstance(v, int):
+        new = repr(v + max(1, round(abs(v) * 0.2)))
+    elif isinstance(v, float):
+        new = repr(round(v * rng.choice((0.8, 1.25)), 6))
+    else:
+        raise TypeError(f"not a numeric constant: {v!r}")
+    return replace_node(src, const, new)
+
+
+# names a program gives its objective's coefficient vector (c = [...], costs = [...])
+_COEFF_NAME = re.compile(r"^(c|obj\w*|cost\w*|costs|profit\w*|price\w*|revenue\w*|value\w*|score\w*)$", re.I)
 
 
 def _objective_nodes(tree: ast.AST) -> list[ast.AST]:
@@ -148,8 +165,7 @@ def _objective_nodes(tree: ast.AST) -> list[ast.AST]:
         }:
             out.append(node)
         elif isinstance(node, ast.Assign) and any(
-            isinstance(t, ast.Name) and re.match(r"^(c|obj\w*|cost\w*|costs|profit\w*|price\w*|revenue\w*|value\w*|score\w*)$", t.id, re.I)
-            for t in node.targets
+            isinstance(t, ast.Name) and _COEFF_NAME.match(t.id) for t in node.targets
         ):
             out.append(node.value)
     return out

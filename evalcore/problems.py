@@ -7,8 +7,8 @@ which stays with the driver and the grader. Nothing that builds a prompt needs t
 Benchmarks live as *normalized JSONL* in a data directory: one object per line with the
 keys ``id``, ``question``, ``answer``, ``source``. Primary benchmarks are
 ``<data_dir>/<slug>.jsonl``; the SIRL-corrected variants (slug ``<name>@sirl``) are
-``<data_dir>/variants/sirl/<name>.jsonl``, the same layout as ``../shared/benchmarks``, so
-that directory works as a data directory as it is. The embedded ``sample`` benchmark is
+``<data_dir>/variants/sirl/<name>.jsonl``, the layout ``jobs/data.py fetch`` writes and a
+mirror of normalized files keeps, so such a mirror works as a data directory as it is. The embedded ``sample`` benchmark is
 read from :mod:`evalcore.data`.
 
 Every registered file is pinned by count and by the sha256 of its normalized bytes, so a

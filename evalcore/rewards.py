@@ -12,11 +12,11 @@ Schemes (``SCHEMES``):
 ``correct``
     1 when the submission grades correct under the grading profile, else 0.
 ``sirl`` / ``sirl-stage1``
-    SIRL's staged rule-based reward (papers/001, Section 3.3 and Appendix Section 10):
+    SIRL's staged rule-based reward (SIRL paper, Section 3.3 and Appendix Section 10):
     format 0.5 + execution 1 + accuracy 2, plus in stage 2 (``sirl``) a bonus of 1. See
     :func:`sirl_reward`.
 ``orr1``
-    OR-R1's composite reward (papers/002, "Reward Function", Eqs. 5-8): format (fields found
+    OR-R1's composite reward (OR-R1 paper, "Reward Function", Eqs. 5-8): format (fields found
     / 6) + valid code (0/1) + majority voting (0/1) over the group of completions of one
     prompt. See :func:`orr1_rewards`. The answer is not used by the reward (OR-R1 trains on
     unlabelled data); ``correct`` still reports it when an answer is given.
@@ -135,7 +135,7 @@ def sirl_advanced(result: ExecResult | None) -> bool:
 
 
 def sirl_reward(run: _Run, stage: int = 2) -> Reward:
-    """SIRL's staged reward (papers/001, Section 3.3; Appendix Section 10, PDF p. 28).
+    """SIRL's staged reward (SIRL paper, Section 3.3; Appendix Section 10, PDF p. 28).
 
     * format 0.5 when the completion has ``<think>``, ``<model>`` and ``<python>`` tag pairs
       in that order (the displayed formula gives 0.5; the prose says "binary");
@@ -180,7 +180,7 @@ def orr1_format(text: str) -> float:
 
 
 def orr1_rewards(runs: Sequence[_Run], grading: str) -> list[Reward]:
-    """OR-R1's composite reward R = format + code + voting for ONE group (papers/002, Eqs. 5-8).
+    """OR-R1's composite reward R = format + code + voting for ONE group (OR-R1 paper, Eqs. 5-8).
 
     * format (Eq. 5): :func:`orr1_format`;
     * code (Eq. 6): 1 when "the code can correctly call coptpy"; read here, solver-agnostic,

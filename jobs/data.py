@@ -15,7 +15,7 @@ exist under a base:
 
 * ``upstream``: ``<base>/<repo>/<commit>/<path>`` (GitHub raw); rows are converted.
 * ``normalized``: ``<base>/<slug>.jsonl`` and ``<base>/variants/sirl/<name>.jsonl``,
-  a mirror of already-normalized files (``file:///work/shared/benchmarks``); bytes are
+  a mirror of already-normalized files (``file:///path/to/benchmarks``); bytes are
   copied after the checksum.
 
 ``--layout auto`` (the default) uses ``normalized`` for a ``file://`` base holding the
@@ -36,9 +36,6 @@ import urllib.parse
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
-
-if __package__ in (None, ""):  # run as `python jobs/data.py` from a checkout
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from evalcore import problems as P
 
@@ -223,7 +220,7 @@ def _config_values(path: str | None) -> tuple[str | None, str | None]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="jobs/data.py", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--config", help="YAML config with data.dir / data.base_url")
     sub = ap.add_subparsers(dest="cmd", required=True)
     for name in ("fetch", "list", "verify"):

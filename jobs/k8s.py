@@ -35,8 +35,6 @@ from typing import Any
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
 
 K8S = REPO / "k8s"
 OVERLAYS_DIR = K8S / "overlays"  # generated files live in overlays/<name>/generated/ (kustomize
@@ -577,7 +575,7 @@ def build(path: Path | str, docs: list[dict[str, Any]] | None = None) -> list[di
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="jobs/k8s.py", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("render", help="write k8s/overlays/<overlay>/generated/*.yaml from configs/")
     r.add_argument("--check", action="store_true", help="only report stale files (exit 1)")

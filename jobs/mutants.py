@@ -32,9 +32,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-if __package__ in (None, ""):  # run as a script: make the checkout importable
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
 from evalcore.grading import grade, parse_submission
 from evalcore.models.replay import jsonl_rows
 from evalcore.mutation import MUTATION_OPS, apply_operator
@@ -132,7 +129,8 @@ def parse_ops(text: str | None) -> tuple[str, ...]:
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--programs", type=Path, default=None, help="JSONL of {id, question, code}; default: the sample benchmark")
+    parser.add_argument("--programs", type=Path, default=None,
+                        help="JSONL of {id, question, code}; default: the sample benchmark")
     parser.add_argument("--out", type=Path, required=True, help="where the preference pairs go (JSONL)")
     parser.add_argument("--ops", default=None, help="comma-separated operators (default: all)")
     parser.add_argument("--per-program", type=int, default=len(MUTATION_OPS), help="operators sampled per program (L)")

@@ -37,9 +37,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-if __package__ in (None, ""):  # run as a script: make the checkout importable
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
 from evalcore.extraction import PROFILES as EXTRACTION_PROFILES
 from evalcore.extraction import extract_code, extract_submission
 from evalcore.grading import PROFILES as GRADING_PROFILES
@@ -63,7 +60,7 @@ extraction profiles: the completion format each expects
            (the global `model`, else the last coptpy Model). Needs coptpy code: a PuLP or
            gurobipy program has no coptpy Model, so it ends as no_submission (the reason
            "orlm footer: no coptpy Model found" is shown).
-           {"id": "p1", "completion": "```python\\nimport coptpy as cp\\nfrom coptpy import COPT\\nenv = cp.Envr()\\nmodel = env.createModel('m')\\n...\\nmodel.solve()\\n```"}
+           {"id": "p1", "completion": "```python\\nimport coptpy as cp\\nm = cp.Envr().createModel('m')\\n...\\nm.solve()\\n```"}
 
   stdout   the LAST fenced python block is run; the answer is the last objective line it
            prints, e.g. "Optimal objective value: 123.4", "Total cost = 5", or a line
@@ -237,7 +234,7 @@ def check_input(path: Path, jsonl_only: bool = False) -> None:
         try:
             pq.read_table(path)
         except (pa.ArrowException, OSError, ValueError) as exc:
-            raise RegradeInputError(f"{path}: not a readable Parquet file ({' '.join(str(exc).split())[:200]})")
+            raise RegradeInputError(f"{path}: not a readable Parquet file ({' '.join(str(exc).split())[:200]})") from None
         return
     try:
         fh = path.open("rb")

@@ -1,6 +1,6 @@
 """Read a sweep's results: tables, statistics and plots computed from its ledger.
 
-    python jobs/report.py sweep.name=try1 [sweep.output_dir=results] [options]
+    python jobs/report.py sweep.name=try1 [sweep.output_dir=results] [options]    (or: opteval report ...)
 
 Options:
     --out DIR            where report.md, main_table.{csv,tex}, tables/ and plots/ go
@@ -23,13 +23,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
-
-from cluster.config import ConfigError, load_config, model_config  # noqa: E402
-from cluster.ledger import Ledger, LedgerError  # noqa: E402
-from cluster.tracking import Tracker, results_markdown, summarize_ledger, sync_from_ledger, ui_command  # noqa: E402
+from cluster.config import ConfigError, SweepConfig, load_config, model_config
+from cluster.ledger import Ledger, LedgerError
+from cluster.tracking import Tracker, results_markdown, summarize_ledger, sync_from_ledger, ui_command
 
 FLAGS = ("--sync-mlflow", "--from-mlflow", "--summary")
 VALUED = ("--out", "--profile", "--compare", "--bootstrap", "--seed")
@@ -51,9 +47,10 @@ def parse_args(argv: list[str]) -> tuple[dict[str, Any], list[str]]:
             opts[arg] = True
         elif name in VALUED:
             if not eq:
-                value = next(it, None)
-                if value is None:
+                following = next(it, None)
+                if following is None:
                     raise UsageError(f"{name} needs a value")
+                value = following
             opts[name] = value
         elif arg.startswith("--"):
             raise UsageError(f"unknown option {arg} (known: {', '.join(FLAGS + VALUED)})")
@@ -70,11 +67,11 @@ def model_meta(models: list[str]) -> dict[str, dict[str, Any]]:
             mc = model_config(name)
         except ConfigError:
             continue
-        meta[name] = {"family": mc.get("family") or name, "size_b": mc.get("size_b")}
+        meta[name] = {"family": mc.family or name, "size_b": mc.size_b}
     return meta
 
 
-def answer_keys(cfg: Any, benchmarks: list[str]) -> dict[str, Any]:
+def answer_keys(cfg: SweepConfig, benchmarks: list[str]) -> dict[str, Any]:
     """The driver-side answer keys; a benchmark whose data is absent keeps its stored grades."""
     from evalcore.problems import BenchmarkLoadError, data_dir, load_benchmark
 
@@ -88,10 +85,12 @@ def answer_keys(cfg: Any, benchmarks: list[str]) -> dict[str, Any]:
     return keys
 
 
-def full_report(cfg: Any, ledger: Ledger, opts: dict[str, Any], tracker: Tracker | None) -> int:
+def full_report(cfg: SweepConfig, ledger: Ledger, opts: dict[str, Any], tracker: Tracker | None) -> int:
     from evalcore.reporting import build_report
 
     plan = ledger.read_plan()
+    if plan is None:
+        raise UsageError(f"{ledger.uri} has no plan.parquet (the sweep never started)")
     plan_df = plan.to_pandas()
     table = ledger.read_table().to_pandas()
     profile = opts["--profile"] or cfg.grading.profile
@@ -141,7 +140,7 @@ def default_out(ledger: Ledger) -> Path:
     return Path(uri.removeprefix("file://")) / "report"
 
 
-def from_mlflow(cfg: Any) -> int:
+def from_mlflow(cfg: SweepConfig) -> int:
     from cluster.mlflow_views import MlflowViewError, table_from_mlflow
     from cluster.tracking import tracking_uri
     from evalcore.reporting import to_markdown
@@ -181,7 +180,8 @@ def main(argv: list[str] | None = None) -> int:
         tracker.enabled = True  # an explicit --sync-mlflow overrides tracking.enabled=false
         summary = sync_from_ledger(ledger, tracker)
         if tracker.active:
-            print(f"synced {len(tracker.children)} runs to MLflow ({tracker.uri}); UI: {ui_command(tracker.uri, tracker.experiment_id)}")
+            ui = ui_command(tracker.uri, tracker.experiment_id)
+            print(f"synced {len(tracker.children)} runs to MLflow ({tracker.uri}); UI: {ui}")
         else:
             print(f"MLflow sync failed ({tracker.uri}); see the warnings above", file=sys.stderr)
     else:

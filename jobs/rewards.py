@@ -33,9 +33,6 @@ import threading
 from pathlib import Path
 from typing import Any
 
-if __package__ in (None, ""):  # run as a script: make the checkout importable
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
 from evalcore.extraction import PROFILES as EXTRACTION_PROFILES
 from evalcore.extraction import extract_code
 from evalcore.grading import PROFILES as GRADING_PROFILES

@@ -1,4 +1,4 @@
-"""Run (or resume) a sweep: ``python jobs/sweep.py [config.yaml] [key=value ...]``.
+"""Run (or resume) a sweep: ``python jobs/sweep.py [config.yaml] [key=value ...]`` (or ``opteval sweep``).
 
 With no arguments: the embedded demo (a local Ray started here, the simulated policy on
 Ray Serve, the sample benchmark, the three harnesses, ``samples.default`` per problem).
@@ -22,14 +22,69 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
+if TYPE_CHECKING:
+    from cluster.config import SweepConfig
 
 EXIT_CONFIG = 2
 EXIT_INTERRUPTED = 130
 EXIT_COMMIT = 3
+
+FORMS = """\
+usage: python jobs/sweep.py [CONFIG.yaml] [key=value ...]     (the same: opteval sweep ...)
+
+Arguments, in this order:
+  CONFIG.yaml  optional, first: a YAML merged over configs/sweep.yaml (a path, or relative to
+               the checkout, e.g. configs/sweeps/paper.yaml)
+  key=value    then any number of OmegaConf dotlist overrides, applied last: dotted keys
+               (samples.default=4), lists in brackets (models=[sim-small,Qwen3-4B]), null for None.
+               An unknown key or a bad value exits 2 with one line naming the key."""
+
+
+def usage() -> str:
+    """``--help``: what the run does, the argument forms, and the config's top-level sections
+    read from configs/sweep.yaml itself (so the list cannot go stale)."""
+    from cluster.config import configs_dir
+
+    path = configs_dir() / "sweep.yaml"
+    sections = "\n".join(config_sections(path))
+    return "\n\n".join([__doc__.strip(), FORMS, f"Top-level sections ({path}: every key, its default and meaning):\n{sections}"])
+
+
+def config_sections(path: Path) -> list[str]:
+    """One line per top-level key of a sweep YAML: a section's keys, or a value's default and comment."""
+    import re
+    import textwrap
+
+    import yaml
+
+    text = path.read_text(encoding="utf-8")
+    data = yaml.safe_load(text) or {}
+    comments: dict[str, str] = {}
+    commented = None  # the top-level key whose comment may continue on the next lines
+    for line in text.splitlines():
+        top = re.match(r"([A-Za-z_]\w*):[^#]*(?:#(.*))?$", line)
+        more = re.match(r"\s+#(.*)$", line)
+        if top:
+            commented = top.group(1) if top.group(2) else None
+            if commented:
+                comments[commented] = top.group(2).strip()
+        elif more and commented:
+            comments[commented] += " " + more.group(1).strip()
+        else:
+            commented = None
+    width = max((len(k) for k in data), default=0)
+    lines = []
+    for key, value in data.items():
+        if isinstance(value, dict) and value:
+            body = "keys: " + ", ".join(map(str, value))
+        else:
+            body = f"default {yaml.safe_dump(value, default_flow_style=True).strip().removesuffix('...').strip()}"
+            if comments.get(key):
+                body += f"; {comments[key]}"
+        lines += textwrap.wrap(body, 100, initial_indent=f"  {key:<{width}}  ", subsequent_indent=" " * (width + 4))
+    return lines
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -54,14 +109,13 @@ def _main(argv: list[str] | None) -> int:
 
     argv = list(sys.argv[1:] if argv is None else argv)
     if {"-h", "--help"} & set(argv):
-        print(__doc__.strip())
-        print("\nEvery key, its default and its meaning: configs/sweep.yaml")
+        print(usage())
         return 0
     try:
         signals.step("reading the config")
         cfg = load_config(argv)
         check_job_storage(cfg)
-        if bool(cfg.plan_only):
+        if cfg.plan_only:
             return plan_only(cfg)
         check_output_dir(cfg)
         signals.step("checking the benchmark files")
@@ -92,12 +146,12 @@ def _one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split())
 
 
-def check_output_dir(cfg) -> None:
+def check_output_dir(cfg: SweepConfig) -> None:
     """A local ``sweep.output_dir`` must be creatable and writable before anything starts
     (else the first commit, minutes in, would fail with a traceback)."""
     from cluster.config import ConfigError
 
-    out = str(cfg.sweep.output_dir)
+    out = cfg.sweep.output_dir
     if "://" in out and not out.startswith("file://"):
         return  # object stores: the ledger's own open reports access errors
     path = Path(out[len("file://"):] if out.startswith("file://") else out).expanduser()
@@ -110,15 +164,15 @@ def check_output_dir(cfg) -> None:
         raise ConfigError(f"sweep.output_dir: cannot write to {path} ({exc.strerror or exc})") from None
 
 
-def missing_benchmarks(cfg) -> list[str]:
+def missing_benchmarks(cfg: SweepConfig) -> list[str]:
     """Configured benchmarks whose normalized file is absent from the data directory."""
     from evalcore import problems as P
 
-    return [str(b) for b in cfg.benchmarks if P.get_entry(str(b)).upstream is not None
-            and not P.benchmark_path(str(b), cfg.data.dir).exists()]
+    return [b for b in cfg.benchmarks if P.get_entry(b).upstream is not None
+            and not P.benchmark_path(b, cfg.data.dir).exists()]
 
 
-def ensure_data(cfg) -> None:
+def ensure_data(cfg: SweepConfig) -> None:
     """Fetch absent benchmarks (``data.fetch_missing``, the default) so no manual data step
     precedes a job; the files are sha256-pinned, so fetching cannot change the numbers."""
     from cluster.config import ConfigError
@@ -130,7 +184,7 @@ def ensure_data(cfg) -> None:
         return
     ddir = P.data_dir(cfg.data.dir)
     fetch_cmd = f"python jobs/data.py fetch {' '.join(missing)}"
-    if not bool(cfg.data.fetch_missing):
+    if not cfg.data.fetch_missing:
         raise ConfigError(f"data.fetch_missing=false and {len(missing)} benchmark file(s) are not in {ddir}: "
                           f"{', '.join(missing)}; fetch them with `{fetch_cmd}` (or set OPTEVAL_DATA / data.dir "
                           "to a directory holding them)")
@@ -154,14 +208,14 @@ def ensure_data(cfg) -> None:
             "data.base_url=...) or set OPTEVAL_DATA to a directory holding the files")
 
 
-def check_job_storage(cfg) -> None:
+def check_job_storage(cfg: SweepConfig) -> None:
     """Under ``ray job submit`` the working directory is a temporary unpacked package whose
     path changes with every upload: a relative ledger there would be lost on resume."""
     from cluster.config import ConfigError
 
     if not os.environ.get("RAY_JOB_CONFIG_JSON_ENV_VAR"):
         return
-    out = str(cfg.sweep.output_dir)
+    out = cfg.sweep.output_dir
     if "://" not in out and not os.path.isabs(out):
         raise ConfigError(
             f"sweep.output_dir={out} is relative; under ray job submit it resolves inside the job's "
@@ -173,7 +227,7 @@ def check_job_storage(cfg) -> None:
               file=sys.stderr, flush=True)
 
 
-def plan_only(cfg) -> int:
+def plan_only(cfg: SweepConfig) -> int:
     """Expand the plan and consult the ledger; never imports Ray and never downloads.
 
     Without some benchmark files the counts come from the registry (each registered

@@ -80,7 +80,7 @@ class Committer:
 
 def build_row(prep: Prepared, item: PlanItem, out: Outcome) -> tuple[dict[str, Any], bool]:
     """Grade in the driver and shape the ledger row; an error row is never correct."""
-    profile, sweep = prep.profile(item.benchmark), str(prep.cfg.sweep.name)
+    profile, sweep = prep.profile(item.benchmark), prep.cfg.sweep.name
     if out.error is not None:
         sampling, _ = prep.run_params(item.model, item.method)
         simulated = bool(out.traj.simulated) if out.traj is not None else \

@@ -49,12 +49,12 @@ class Dispatcher:
         c = prep.cfg.cluster
         self.prep, self.workers, self.committer, self.progress, self.stop = prep, workers, committer, progress, stop
         self.tracker = tracker
-        self.retries = int(c.retries)
-        self.backoff_s = float(c.get("retry_backoff_s", 5.0))
+        self.retries = c.retries
+        self.backoff_s = c.retry_backoff_s
         self.down_until = [0.0] * len(workers)
-        self.timeout_s = float(c.trajectory_timeout_s)
-        self.per_model = int(c.max_in_flight_per_model)
-        self.capacity = asyncio.Semaphore(max(1, len(workers) * int(c.worker_concurrency)))
+        self.timeout_s = c.trajectory_timeout_s
+        self.per_model = c.max_in_flight_per_model
+        self.capacity = asyncio.Semaphore(max(1, len(workers) * c.worker_concurrency))
         self.load = [0] * len(workers)
         self.tasks: set[asyncio.Task] = set()
 
@@ -96,11 +96,11 @@ class Dispatcher:
         me = self.prep.method_cfgs[item.method]
         sampling, budgets = self.prep.run_params(item.model, item.method)
         return TrajectoryTask(
-            key=item.key, model=item.model, method=item.method, harness=str(me.get("harness", item.method)),
-            extraction=str(me.get("extraction", "submit")), problem=self.prep.problems[(item.benchmark, item.problem_id)],
-            sample=int(item.sample), sampling=sampling, budgets=budgets, endpoint=ep,
-            stages=dict(me.get("stages") or {}), solvers=tuple(self.prep.cfg.solvers),
-            prompt=_contract(self.prep.model_cfgs[item.model]), params=dict(me.get("params") or {}))
+            key=item.key, model=item.model, method=item.method, harness=me.harness,
+            extraction=me.extraction, problem=self.prep.problems[(item.benchmark, item.problem_id)],
+            sample=item.sample, sampling=sampling, budgets=budgets, endpoint=ep,
+            stages=dict(me.stages), solvers=self.prep.cfg.solvers,
+            prompt=_contract(self.prep.model_cfgs[item.model]), params=dict(me.params))
 
     async def _attempt(self, task: TrajectoryTask, avoid: frozenset[int] = frozenset(),
                        used: list[int] | None = None) -> tuple[Trajectory | None, str | None]:

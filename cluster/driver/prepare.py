@@ -9,9 +9,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from omegaconf import OmegaConf
-
 from cluster import config as cconf
+from cluster.config import MethodConfig, SweepConfig
 from cluster.ledger import Ledger
 from cluster.plan import Plan, PlanItem, expand_plan, plan_counts, remaining
 from evalcore.harnesses.base import Budgets
@@ -23,9 +22,9 @@ from evalcore.problems import AnswerKey, ProblemSpec, load_benchmark
 class Prepared:
     """Everything the driver knows before dispatching; built without importing Ray."""
 
-    cfg: Any
-    model_cfgs: dict[str, dict[str, Any]]
-    method_cfgs: dict[str, dict[str, Any]]
+    cfg: SweepConfig
+    model_cfgs: dict[str, dict[str, Any]]  # as plain data: what serving deploys and workers build clients from
+    method_cfgs: dict[str, MethodConfig]
     problems: dict[tuple[str, str], ProblemSpec]
     answers: dict[str, AnswerKey]
     plan: Plan  # model-major
@@ -46,8 +45,8 @@ class Prepared:
     def run_params(self, model: str, method: str) -> tuple[Sampling, Budgets]:
         """(Sampling, Budgets) for a model x method, computed once (config reads are not free)."""
         if (model, method) not in self._params:
-            sampling = sampling_for(self.cfg, model)
-            self._params[(model, method)] = (sampling, budgets_for(self.cfg, method, sampling))
+            self._params[(model, method)] = (cconf.effective_sampling(self.cfg, model),
+                                             cconf.effective_budgets(self.cfg, method))
         return self._params[(model, method)]
 
     def profile(self, benchmark: str) -> str:
@@ -57,23 +56,23 @@ class Prepared:
         return self._profiles[benchmark]
 
 
-def load_problems(cfg: Any) -> tuple[dict[tuple[str, str], ProblemSpec], dict[str, AnswerKey], dict[str, list[str]]]:
+def load_problems(cfg: SweepConfig) -> tuple[dict[tuple[str, str], ProblemSpec], dict[str, AnswerKey], dict[str, list[str]]]:
     """Problems (first ``limit_problems`` of each benchmark) and their answer keys."""
     problems, answers, ids = {}, {}, {}
     limit = cfg.limit_problems
     for slug in cfg.benchmarks:
-        specs, key = load_benchmark(str(slug), cfg.data.dir)
-        specs = specs[: int(limit)] if limit is not None else specs
-        answers[str(slug)] = key
-        ids[str(slug)] = [s.id for s in specs]
-        problems.update({(str(slug), s.id): s for s in specs})
+        specs, key = load_benchmark(slug, cfg.data.dir)
+        specs = specs[:limit] if limit is not None else specs
+        answers[slug] = key
+        ids[slug] = [s.id for s in specs]
+        problems.update({(slug, s.id): s for s in specs})
     return problems, answers, ids
 
 
-def prepare(cfg: Any, read_only: bool = False) -> Prepared:
+def prepare(cfg: SweepConfig, read_only: bool = False) -> Prepared:
     """Config -> problems -> plan -> ledger (refusing a changed config) -> committed keys."""
-    model_cfgs = {str(m): plain(cconf.model_config(str(m))) for m in cfg.models}
-    method_cfgs = {str(m): plain(cconf.method_config(str(m))) for m in cfg.methods}
+    model_cfgs = {m: cconf.as_plain(cconf.model_config(m)) for m in cfg.models}
+    method_cfgs = {m: cconf.method_config(m) for m in cfg.methods}
     problems, answers, ids = load_problems(cfg)
     plan = expand_plan(cfg, ids)
     ledger = open_ledger(cfg, plan, read_only=read_only)
@@ -81,21 +80,14 @@ def prepare(cfg: Any, read_only: bool = False) -> Prepared:
     return Prepared(cfg, model_cfgs, method_cfgs, problems, answers, plan, ledger, committed)
 
 
-def plain(obj: Any) -> dict[str, Any]:
-    """A config section as a plain dict (OmegaConf resolved, else ``dict(obj)``)."""
-    if OmegaConf.is_config(obj):
-        return OmegaConf.to_container(obj, resolve=True)  # type: ignore[return-value]
-    return dict(obj)
-
-
-def open_ledger(cfg: Any, plan: Sequence[PlanItem], read_only: bool = False) -> Ledger:
+def open_ledger(cfg: SweepConfig, plan: Sequence[PlanItem], read_only: bool = False) -> Ledger:
     """The sweep's ledger (refuses a changed config unless ``sweep.allow_config_change``); records the plan."""
     resolved = cconf.resolved(cfg)
     sw = cfg.sweep
-    led = Ledger.open(str(sw.output_dir), str(sw.name), resolved, cconf.sweep_fingerprint(resolved),
-                      bool(sw.allow_config_change), read_only=read_only,
-                      lease_stale_s=None if read_only else float(sw.lease_stale_s),
-                      wait_for_lease=bool(sw.wait_for_lease), repair=bool(sw.repair))
+    led = Ledger.open(sw.output_dir, sw.name, resolved, cconf.sweep_fingerprint(resolved),
+                      sw.allow_config_change, read_only=read_only,
+                      lease_stale_s=None if read_only else sw.lease_stale_s,
+                      wait_for_lease=sw.wait_for_lease, repair=sw.repair)
     if not read_only:
         try:
             led.record_plan(plan)
@@ -106,11 +98,11 @@ def open_ledger(cfg: Any, plan: Sequence[PlanItem], read_only: bool = False) -> 
     return led
 
 
-def _after_open(led: Ledger, cfg: Any, plan: Sequence[PlanItem]) -> None:
+def _after_open(led: Ledger, cfg: SweepConfig, plan: Sequence[PlanItem]) -> None:
     """Repairs and re-runs decided at open: name the keys quarantined files held; with
     ``sweep.retry_errors`` release committed ``error`` rows so they run again."""
     led.log_quarantined(plan)
-    if bool(cfg.sweep.retry_errors):
+    if cfg.sweep.retry_errors:
         planned = {it.key for it in plan}
         released = [k for k in led.supersede_errors() if k in planned]
         if released:
@@ -127,20 +119,3 @@ def plan_report(prep: Prepared) -> str:
     lines.append(f"already committed: {len(prep.plan) - len(prep.pending)}; "
                  f"to run: {len(prep.pending)}")
     return "\n".join(lines)
-
-
-# -- run parameters -----------------------------------------------------------------------
-
-
-def sampling_for(cfg: Any, model: str) -> Sampling:
-    """The sweep's sampling with the model's overrides on top (``extra_body`` merged)."""
-    eff = cconf.effective_sampling(cfg, model)
-    keys = ("temperature", "top_p", "top_k", "max_tokens", "base_seed")
-    return Sampling(**{k: eff[k] for k in keys if k in eff}, extra_body=dict(eff.get("extra_body") or {}))
-
-
-def budgets_for(cfg: Any, method: str, sampling: Sampling) -> Budgets:
-    """The sweep's budgets with the method's overrides; per-call output cap = sampling.max_tokens."""
-    kw = cconf.effective_budgets(cfg, method)
-    kw.setdefault("max_output_tokens", sampling.max_tokens)
-    return Budgets.from_config({**kw, "exec_limits": cconf.effective_limits(cfg, method)})

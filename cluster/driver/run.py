@@ -10,14 +10,15 @@ from __future__ import annotations
 
 import asyncio
 from collections import defaultdict
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from cluster import config as cconf
+from cluster.config import SweepConfig
 from cluster.driver import signals
 from cluster.driver.commit import Committer, results_summary
-from cluster.driver.prepare import Prepared, plain, plan_report, prepare
+from cluster.driver.prepare import Prepared, plan_report, prepare
 from cluster.driver.progress import Progress, track_progress_offloop
 from cluster.driver.signals import EXIT_INTERRUPTED, StopState, quiet_signals
 from cluster.ledger import LedgerError
@@ -32,7 +33,6 @@ from cluster.runtime import (
     node_resources,
 )
 from cluster.tracking import OffLoop, Tracker, results_markdown, ui_command
-from evalcore.sandbox.types import Limits
 
 
 def stages_for(prep: Prepared) -> list[list[str]]:
@@ -44,7 +44,7 @@ def stages_for(prep: Prepared) -> list[list[str]]:
     return [s for s in plan_stages(models, prep.cfg) if s]
 
 
-def serves_on_gpus(cfg: Any, model_cfgs: dict[str, dict[str, Any]] | None = None) -> bool:
+def serves_on_gpus(cfg: SweepConfig, model_cfgs: Mapping[str, Mapping[str, Any]] | None = None) -> bool:
     """Whether the sweep deploys vLLM models (or their stand-ins), which need CPUs beside GPUs.
     ``model_cfgs``: the configs ``prepare`` already read (no config file is read again once
     Ray runs: a job's working directory can be re-unpacked under it)."""
@@ -52,23 +52,23 @@ def serves_on_gpus(cfg: Any, model_cfgs: dict[str, dict[str, Any]] | None = None
 
     if model_cfgs is not None:
         return on_gpus(list(model_cfgs.values()))
-    return on_gpus([cconf.model_config(str(m)) for m in cfg.models])
+    return on_gpus([cconf.model_config(m) for m in cfg.models])
 
 
-def executor_count(cfg: Any, model_cfgs: dict[str, dict[str, Any]] | None = None) -> int:
+def executor_count(cfg: SweepConfig, model_cfgs: Mapping[str, Mapping[str, Any]] | None = None) -> int:
     """Executors to start: the ``opteval_executor`` slots the cluster offers (never GPU nodes'
     CPUs that serving needs), or ``cluster.executors`` when it fits; else a PlacementError."""
     nodes = node_resources()
     s = cfg.serving
-    slots = executor_slots(nodes, float(cfg.cluster.executor_cpus), cpus_per_gpu=float(s.cpus_per_gpu),
-                           ingress_cpus=float(s.ingress_cpus), gpu_serving=serves_on_gpus(cfg, model_cfgs))
+    slots = executor_slots(nodes, cfg.cluster.executor_cpus, cpus_per_gpu=s.cpus_per_gpu,
+                           ingress_cpus=s.ingress_cpus, gpu_serving=serves_on_gpus(cfg, model_cfgs))
     if slots < 1:
         raise PlacementError(
             f"no executor can be placed: no node offers the {EXECUTOR_RESOURCE!r} resource with "
-            f"{float(cfg.cluster.executor_cpus):g} CPU(s) to spare ({describe_nodes(nodes)}); start CPU nodes with "
+            f"{cfg.cluster.executor_cpus:g} CPU(s) to spare ({describe_nodes(nodes)}); start CPU nodes with "
             f"ray start --resources='{{\"{EXECUTOR_RESOURCE}\": N}}'")
     if cfg.cluster.executors:
-        n = int(cfg.cluster.executors)
+        n = cfg.cluster.executors
         if n > slots:
             raise PlacementError(f"cluster.executors={n} but the cluster holds {slots} executor(s) "
                                  f"({describe_nodes(nodes)})")
@@ -81,15 +81,13 @@ def start_actors(prep: Prepared) -> tuple[list[Any], list[Any]]:
     from cluster.executors import executor_name, start_executors
     from cluster.workers import start_workers
 
-    c, name = prep.cfg.cluster, str(prep.cfg.sweep.name)
-    limits = Limits(**plain(prep.cfg.limits))
+    c, name, limits = prep.cfg.cluster, prep.cfg.sweep.name, prep.cfg.limits
     n = executor_count(prep.cfg, prep.model_cfgs)
-    execs = start_executors(name, n, float(c.executor_cpus), limits, tuple(prep.cfg.solvers),
-                            int(c.get("sandbox_pool", 2)))
+    execs = start_executors(name, n, c.executor_cpus, limits, prep.cfg.solvers, c.sandbox_pool)
     if prep.ledger is not None and not prep.ledger.read_only:
         prep.ledger.record_manifest_section("executors", executor_environment(execs[0]))
     names = [executor_name(name, i) for i in range(n)]
-    workers = start_workers(name, int(c.workers), int(c.worker_concurrency), names, limits)
+    workers = start_workers(name, c.workers, c.worker_concurrency, names, limits)
     return execs, workers
 
 
@@ -160,7 +158,7 @@ async def drive(prep: Prepared, tracker: Tracker | None = None) -> RunResult:
     stop = StopState()
     stop.install(loop)
     sweep_cfg = prep.cfg.sweep
-    committer = Committer(prep.ledger, int(sweep_cfg.commit_batch), float(sweep_cfg.commit_interval_s))
+    committer = Committer(prep.ledger, sweep_cfg.commit_batch, sweep_cfg.commit_interval_s)
     progress = Progress(planned=len(prep.plan), already=len(prep.plan) - len(prep.pending))
     done = asyncio.Event()
     planned = plan_counts(prep.pending)
@@ -180,8 +178,8 @@ async def drive(prep: Prepared, tracker: Tracker | None = None) -> RunResult:
         print(progress.line(), flush=True)
         track_progress_offloop(tracker, progress, planned)
 
-    bg = [asyncio.create_task(_periodic(min(1.0, float(sweep_cfg.commit_interval_s)), tick_commit, done)),
-          asyncio.create_task(_periodic(float(prep.cfg.progress.interval_s), tick_progress, done))]
+    bg = [asyncio.create_task(_periodic(min(1.0, sweep_cfg.commit_interval_s), tick_commit, done)),
+          asyncio.create_task(_periodic(prep.cfg.progress.interval_s, tick_progress, done))]
     execs: list[Any] = []
     workers: list[Any] = []
     try:
@@ -243,7 +241,7 @@ def finalize(prep: Prepared, tracker: Tracker | None = None, interrupted: bool =
 
 def start_tracker(prep: Prepared) -> Tracker | None:
     """MLflow parent/child runs via cluster.tracking (guarded there); None when disabled."""
-    if not bool(prep.cfg.tracking.enabled):
+    if not prep.cfg.tracking.enabled:
         return None
     tracker = Tracker.from_config(prep.cfg)
     _bound_tracker(tracker, prep.cfg)
@@ -253,10 +251,10 @@ def start_tracker(prep: Prepared) -> Tracker | None:
     return tracker
 
 
-def _bound_tracker(tracker: Any, cfg: Any) -> None:
+def _bound_tracker(tracker: Any, cfg: SweepConfig) -> None:
     """Every tracker call of the driver goes through an OffLoop (threads, ``tracking.timeout_s``).
     ``tracker`` is a :class:`Tracker`; the OffLoop is attached as an attribute it does not declare."""
-    tracker.offloop = OffLoop(tracker, float(cfg.tracking.get("timeout_s", 30.0)))
+    tracker.offloop = OffLoop(tracker, cfg.tracking.timeout_s)
 
 
 def _tracked(tracker: Tracker, what: str, fn: Callable[..., Any], *args: Any) -> Any:
@@ -267,7 +265,7 @@ def _tracked(tracker: Tracker, what: str, fn: Callable[..., Any], *args: Any) ->
 # -- the whole job ------------------------------------------------------------------------
 
 
-def run_sweep(cfg: Any) -> int:
+def run_sweep(cfg: SweepConfig) -> int:
     """The whole job: returns the process exit code (0, or 130 when interrupted).
 
     A signal during startup (planning, MLflow, ``ray.init``) is recorded by

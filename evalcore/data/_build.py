@@ -40,7 +40,7 @@ def all_specs() -> list[Spec]:
     return specs
 
 
-def run_code(code: str, timeout: float = 120.0) -> object:
+def run_code(code: str, timeout: float = 120.0) -> float | str | None:
     """Run one program in a fresh interpreter; return its last submission or 'error: ...'."""
     proc = subprocess.run([sys.executable, "-c", _RUNNER], input=code, capture_output=True,
                           text=True, timeout=timeout)
@@ -50,7 +50,7 @@ def run_code(code: str, timeout: float = 120.0) -> object:
     return json.loads(proc.stdout.rsplit(marker, 1)[1])
 
 
-def round_answer(value: object) -> object:
+def round_answer(value: float | str) -> float | str:
     """Statuses pass through; numbers keep 4 decimals (integers stay integers)."""
     if isinstance(value, str):
         return value
@@ -80,6 +80,8 @@ def build() -> list[dict]:
     for s, v in zip(specs, values):
         if isinstance(v, str) and v.startswith("error"):
             raise RuntimeError(f"{s.id}: reference program failed: {v}")
+        if v is None:
+            raise RuntimeError(f"{s.id}: reference program submitted nothing")
         rows.append({"id": s.id, "question": s.question, "answer": round_answer(v),
                      "source": SOURCE, "kind": s.kind, "library": s.library, "n_vars": s.n_vars})
     with SAMPLE_JSONL.open("w") as fh:

@@ -6,7 +6,12 @@ import numpy as np
 from evalcore.data._spec import Spec, make, table
 
 SPECS: list[Spec] = []
-add = lambda *a, **k: SPECS.append(make(*a, **k))  # noqa: E731
+
+
+def add(num: int, kind: str, library: str, n_vars: int, question: str, body: str,
+        footer: str | None = None) -> None:
+    SPECS.append(make(num, kind, library, n_vars, question, body, footer))
+
 
 add(1, "lp", "pulp", 2, """
 A neighbourhood bakery bakes sourdough and rye loaves. A sourdough loaf earns $3.40 profit and uses

@@ -6,7 +6,12 @@ import numpy as np
 from evalcore.data._spec import Spec, make, table
 
 SPECS: list[Spec] = []
-add = lambda *a, **k: SPECS.append(make(*a, **k))  # noqa: E731
+
+
+def add(num: int, kind: str, library: str, n_vars: int, question: str, body: str,
+        footer: str | None = None) -> None:
+    SPECS.append(make(num, kind, library, n_vars, question, body, footer))
+
 
 add(25, "integer", "pulp", 6, """
 A coastal rescue coordination centre is staffed around the clock in six 4-hour periods starting at

@@ -12,7 +12,7 @@ import math
 STATUSES = ("infeasible", "unbounded")
 
 
-def grades_equal(submitted: object, expected: object) -> bool:
+def grades_equal(submitted: float | str | None, expected: float | str | None) -> bool:
     if isinstance(expected, str) or isinstance(submitted, str):
         return (isinstance(submitted, str) and isinstance(expected, str)
                 and submitted.strip().lower() == expected.strip().lower()

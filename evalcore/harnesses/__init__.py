@@ -20,7 +20,7 @@ from evalcore.harnesses.sirl import HARNESS as SIRL
 HARNESSES: dict[str, Harness] = {h.name: h for h in (DIRECT, OPTICYCLE, OPTISTATE, ORLM, SIRL, LLMOPT)}
 # the six adapted baselines of Table 1, looked up by get_harness like the above
 BASELINES: dict[str, Harness] = {m.HARNESS.name: m.HARNESS for m in (cafa, reflexion, coe, optimus, autoformulation, ormind)}
-# search-based methods (SemOPT, papers/003): tens of calls per trajectory, tested on their own
+# search-based methods (SemOPT): tens of calls per trajectory, tested on their own
 SEARCH: dict[str, Harness] = {SEMOPT.name: SEMOPT}
 
 

@@ -5,7 +5,7 @@ records each run, keeps its own rule for which run's answer is final, and stops 
 ``Baseline`` holds that bookkeeping; being a base class of each harness, this module is also
 hashed into each harness's version (``version.code_files`` follows the MRO).
 
-Adaptation shared by all six (``../shared/baselines.md``, "Applies to all methods"): programs use
+Adaptation shared by all six: programs use
 the sweep's solvers (PuLP / PySCIPOpt / SciPy) instead of gurobipy and call the generic
 ``submit(value)`` instead of filling a dataset-specific function stub; the sandbox is the evaluator.
 """
@@ -99,7 +99,7 @@ def numeric(value: Any) -> bool:
 
 def run_succeeded(result: ExecResult) -> bool:
     """A run the baselines count as a success: it ran cleanly and submitted a number (an
-    exception, a status answer or no submission is failure feedback; baselines.md, Reflexion)."""
+    exception, a status answer or no submission is failure feedback, as in Reflexion)."""
     return result.outcome == "ok" and numeric(result.submission)
 
 

@@ -1,6 +1,6 @@
 """AutoFormulation / Autoformulator (Astorga et al., ICML 2025): MCTS over formulation components.
 
-Public workflow (``../shared/baselines.md`` section 5; jumpynitro/AutoFormulator ``MCTS_used.py``,
+Public workflow (jumpynitro/AutoFormulator ``MCTS_used.py``,
 ``utils_diff.py``, ``run_NL4OPT.py``): a tree of depth 5 -- parameters, decision variables,
 objective, equality constraints, inequality constraints. Expanding a node samples
 ``N_SAMPLES=8`` candidates for the next component (``N_USED_GPT``), removes duplicates (parameters:
@@ -12,7 +12,7 @@ comparisons against up to 3 baseline terminals, in both orders; the first 3 solv
 reward 0.5 and become the baselines. 16 rollouts (the code saves results at 4/8/16).
 Final answer: the solved terminal ranked first by its pairwise-comparison reward (baselines 0.5),
 its run's submission.
-Adaptations (baselines.md, "inf."): lazy expansion along each rollout instead of the dense DFS;
+Adaptations: lazy expansion along each rollout instead of the dense DFS;
 PuLP components instead of gurobipy; candidates are separate calls (our ChatModel returns one
 completion per request; the prompt numbers the candidate, "Candidate k of 8", since every call of
 a trajectory carries the same seed); one ranking and one comparison completion per request
@@ -99,19 +99,19 @@ def _constraint_key(line: str) -> str:
 
 def component_key(level: str, code: str) -> str:
     """The deduplication key of a candidate component."""
-    lines = [l for l in code.splitlines() if l.strip() and not l.strip().startswith("#")]
+    lines = [ln for ln in code.splitlines() if ln.strip() and not ln.strip().startswith("#")]
     if level == "objective":
         m = re.search(r"setObjective\((.*)\)\s*$", code, re.S)
         sense = "max" if "LpMaximize" in code else "min"
         expr = m.group(1).strip() if m else code
         return f"{sense}:{_sympy_key(expr) or ' '.join(expr.split())}"
-    if level in ("equalities", "inequalities") and all("for " not in l for l in lines):
+    if level in ("equalities", "inequalities") and all("for " not in ln for ln in lines):
         return "|".join(sorted(_z3_or_sympy_keys(lines)))
-    return "\n".join(" ".join(l.split()) for l in lines)
+    return "\n".join(" ".join(ln.split()) for ln in lines)
 
 
 def _z3_or_sympy_keys(lines: list[str]) -> list[str]:
-    return [_constraint_key(l) for l in lines]
+    return [_constraint_key(ln) for ln in lines]
 
 
 HAVE_Z3 = importlib.util.find_spec("z3") is not None  # optional: pip install z3-solver
@@ -211,12 +211,12 @@ class AutoFormulation(Baseline):
                     n.q += reward
         except BudgetSpent as spent:
             traj.errors.append(f"budget spent: {spent} (search stopped; best terminal so far is the answer)")
-        solved = [t for t in terminals if t.result is not None and run_succeeded(t.result)]
+        solved = [(t, t.result) for t in terminals if t.result is not None and run_succeeded(t.result)]
         if not solved:
             traj.errors.append("no complete formulation ran successfully")
             return
-        best = max(solved, key=lambda t: (t.q / t.n if t.n else 0.0, -terminals.index(t)))
-        self.answer(traj, best.result)
+        _, result = max(solved, key=lambda tr: (tr[0].q / tr[0].n if tr[0].n else 0.0, -terminals.index(tr[0])))
+        self.answer(traj, result)
 
     async def _expand(self, problem: ProblemSpec, ctx: HarnessContext, meter: Meter, node: Node) -> list[Node]:
         level = LEVELS[len(node.components)]
@@ -291,7 +291,7 @@ def _select(node: Node) -> Node:
 
 
 def _verdict(text: str) -> str | None:
-    lines = [l.strip().strip("*\"'.") for l in text.strip().splitlines() if l.strip()]
+    lines = [ln.strip().strip("*\"'.") for ln in text.strip().splitlines() if ln.strip()]
     last = lines[-1] if lines else ""
     if last in ("A", "B"):
         return last

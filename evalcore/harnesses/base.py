@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any, Protocol, runtime_checkable
 
 from evalcore.models.base import ChatModel, Sampling
+from evalcore.models.contract import PromptContract
 from evalcore.problems import ProblemSpec
 from evalcore.records import Trajectory
 from evalcore.sandbox.types import ExecResult, Limits
@@ -94,7 +95,7 @@ class HarnessContext:
     # per-stage request overrides from the method config (``stages: {formulate: {extra_body: ...}}``)
     stages: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     solvers: tuple[str, ...] = PAPER_SOLVERS  # what the prompts offer (evalcore.solvers)
-    prompt_contract: Any = None  # evalcore.models.contract.PromptContract of the model, or None
+    prompt_contract: PromptContract | None = None  # the model's own prompt conventions
     # the harness's own parameters from the method config (``params:``), e.g. semopt's search settings
     params: Mapping[str, Any] = field(default_factory=dict)
 

@@ -1,6 +1,6 @@
 """CAFA (Deng et al., NeurIPS'24 MATH-AI): one call for model lines, clean-up, sympy, wrap, run.
 
-Public workflow (``../shared/baselines.md`` section 1; repo BlueAsuka/CAFA, paper Appendix B):
+Public workflow (repo BlueAsuka/CAFA, paper Appendix B):
 1. one model call (stage ``generate``) writes code lines only (``addVar / setObjective /
    addConstr``) as a JSON ``code`` field (the paper forces it with a Pydantic parser);
 2. ``clean_code``: drop code fences, comments and imports, split glued statements, rewrite a
@@ -11,7 +11,7 @@ Public workflow (``../shared/baselines.md`` section 1; repo BlueAsuka/CAFA, pape
 4. wrap in a prefix (model creation) and suffix (optimize, read the objective) and run once.
 There is no feedback loop. The answer is the program's objective; an exception means no answer
 (the paper records ``inf``).
-Adaptation (baselines.md): PySCIPOpt instead of gurobipy (``addVar / addCons / setObjective(expr,
+Adaptation: PySCIPOpt instead of gurobipy (``addVar / addCons / setObjective(expr,
 "maximize")`` map line for line), so the exemplars, prefix and suffix are written for SCIP.
 """
 from __future__ import annotations

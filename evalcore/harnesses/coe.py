@@ -1,7 +1,7 @@
 """Chain-of-Experts (Xiao et al., ICLR 2024): conductor, experts over a shared comment pool, reducer,
 evaluation by execution, backward reflection.
 
-Public workflow (``../shared/baselines.md`` section 3; xzymustbexzy/Chain-of-Experts ``main.py``,
+Public workflow (xzymustbexzy/Chain-of-Experts ``main.py``,
 ``conductor.py``, ``reducer.py``, ``evaluator.py``, ``experts/*.py``), reflection enabled:
 for each of ``MAX_TRIALS=3`` trials, ``MAX_COLLABORATE=3`` times: one Conductor call (stage
 ``conductor``) names the next expert among the active experts not yet used in this trial (an
@@ -12,9 +12,9 @@ comments; it runs. A crash (or no submission) is a failure: the experts of this 
 LIFO (``backward``) whether they caused it; the first that claims it has its comment replaced by
 its refined result and the next trial starts. A clean run ends the loop.
 At most 3 x (3 x 2 + 1) + 2 x 3 = 27 calls (no backward pass after the last trial; the method
-budget is baselines.md's 45, an upper bound that also covers the public Evaluator calls we drop).
+budget is 45, an upper bound that also covers the public Evaluator calls we drop).
 Final answer: the run of the last Reducer program.
-Adaptations (baselines.md, "inf."): the generic ``submit()`` interface instead of the dataset's
+Adaptations: the generic ``submit()`` interface instead of the dataset's
 function stub, so the Evaluator's LLM-written test input is not needed: the sandbox run is the
 evaluator; PuLP/SCIP/SciPy instead of Gurobi. Not reproduced: the public code's name collision
 (the Programming Example Provider is also named "Programming Expert"); the LP File Generator is

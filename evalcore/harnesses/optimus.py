@@ -1,7 +1,7 @@
 """OptiMUS 0.3 (AhmadiTeshnizi et al., arXiv 2407.19633): staged extraction, per-constraint
 formulation and code, template assembly, whole-program debugging.
 
-Public workflow (``../shared/baselines.md`` section 4; teshnizi/OptiMUS ``main`` branch, ``main.py``),
+Public workflow (teshnizi/OptiMUS ``main`` branch, ``main.py``),
 with the parameter step put in front (v0.3 assumes given ``params.json``; ``get_params`` asks a
 human via ``input()``, which we cannot, so low confidence is auto-accepted and no per-parameter
 confidence call is made):
@@ -17,7 +17,7 @@ confidence call is made):
  9. template assembly (data, variables built from their shapes, snippets, solve, submit);
 10. ``execute_and_debug``: up to ``MAX_DEBUG=3`` whole-program ``debug`` calls after failures.
 Calls: about 6 + 4C plus debugging. Final answer: the first program that ran successfully.
-Adaptations (baselines.md): PuLP templates instead of gurobipy (tuple-keyed dicts play
+Adaptations: PuLP templates instead of gurobipy (tuple-keyed dicts play
 ``addVars``); no RAG (off by default in the public code).
 """
 from __future__ import annotations
@@ -95,16 +95,19 @@ class OptiMUS(Baseline):
         params, _ = await self._call_json(meter, ctx, "parameters", "extract parameters", "parameters", question=q)
         params = params if isinstance(params, dict) else {}
         shown = _describe_params(params)
-        objective, _ = await self._call_json(meter, ctx, "objective", "extract objective", "objective", question=q, parameters=shown)
+        objective, _ = await self._call_json(meter, ctx, "objective", "extract objective", "objective",
+                                             question=q, parameters=shown)
         objective = objective if isinstance(objective, dict) else {"description": str(objective or "")}
-        listed, _ = await self._call_json(meter, ctx, "constraints", "extract constraints", "constraints", question=q, parameters=shown)
+        listed, _ = await self._call_json(meter, ctx, "constraints", "extract constraints", "constraints",
+                                          question=q, parameters=shown)
         listed = [str(c) for c in listed] if isinstance(listed, list) else []
         kept, _ = await self._call_json(meter, ctx, "redundancy", "remove redundant constraints", "redundancy",
                                         question=q, constraints=json.dumps(listed, indent=1))
         constraints = [str(c) for c in kept] if isinstance(kept, list) else listed
         reviewed = []
         for c in constraints:
-            reply = await meter.call(self.messages(ctx, "confidence", question=q, constraint=c), 0, "confidence", stage="confidence")
+            reply = await meter.call(self.messages(ctx, "confidence", question=q, constraint=c), 0, "confidence",
+                                     stage="confidence")
             m = _SCORE.search(reply.text)
             if m and int(m.group(1)) <= LOW_CONFIDENCE:
                 verdict, _ = await self._call_json(meter, ctx, "modify", "keep/no/modify", "modify", question=q, constraint=c)
@@ -137,7 +140,8 @@ class OptiMUS(Baseline):
             reply = await meter.call(self.messages(ctx, "code", question=q, parameters=shown, variables=_describe_vars(variables),
                                                    constraint=c, formulation=f), 0, "code constraint", stage="code")
             snippets.append(python_code(reply.text) or "")
-        reply = await meter.call(self.messages(ctx, "code_objective", question=q, parameters=shown, variables=_describe_vars(variables),
+        reply = await meter.call(self.messages(ctx, "code_objective", question=q, parameters=shown,
+                                               variables=_describe_vars(variables),
                                                objective=str(obj_form.get("formulation", ""))), 0, "code objective",
                                  stage="code_objective")
         program = assemble(params, list(variables.values()), sense, snippets, python_code(reply.text) or "")
@@ -149,7 +153,8 @@ class OptiMUS(Baseline):
                 return
             if attempt == max_debug:
                 break
-            reply = await meter.call(self.messages(ctx, "debug", attempt=attempt + 1, max_attempts=max_debug, question=q, code=program,
+            reply = await meter.call(self.messages(ctx, "debug", attempt=attempt + 1, max_attempts=max_debug,
+                                                   question=q, code=program,
                                                    error=feedback(result, ctx.budgets.summary_chars)),
                                      attempt + 1, "debug", stage="debug")
             program = python_code(reply.text) or program

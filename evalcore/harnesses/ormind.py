@@ -1,6 +1,6 @@
 """ORMind (Wang et al., ACL 2025 Industry): encoder, formalizer, compiler, supervisor, repair, check.
 
-Public workflow (``../shared/baselines.md`` section 6; XiaoAI1989/ORMind, paper mode, Algorithm 1):
+Public workflow (XiaoAI1989/ORMind, paper mode, Algorithm 1):
 1. Semantic Encoder (stage ``encode``): problem -> JSON ``{param: {Type, Definition}}``;
 2. Formalization Thinking (``formalize``): problem + pool -> JSON ``{VARIABLES, CONSTRAINTS, OBJECTIVE}``;
 3. Executive Compiler (``compile``): a general PuLP program;
@@ -13,7 +13,7 @@ Public workflow (``../shared/baselines.md`` section 6; XiaoAI1989/ORMind, paper 
    "Don't need to modify any constraints!", the Supervisor revises once (``revise``) and the program
    re-runs.
 At most 4 + 2 + 2 = 8 calls. Final answer: the last program run's submission.
-Adaptation (baselines.md, "inf."): the dataset stub becomes the generic interface: the program
+Adaptation: the dataset stub becomes the generic interface: the program
 prints ``VARIABLES: <json>`` (the values the checker needs) and calls ``submit(value)``.
 """
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """Reflexion (Shinn et al. 2023) in its optimization-modeling form: generate, run, reflect, retry.
 
-Public workflow (``../shared/baselines.md`` section 2): OptiMUS's ``Reflexion.py`` generates a
+Public workflow: OptiMUS's ``Reflexion.py`` generates a
 complete program, runs it, and on an error regenerates from the previous code plus every error
-so far, at most ``max_iter=3`` times; the first success stops. Adaptation (baselines.md, "inf."):
+so far, at most ``max_iter=3`` times; the first success stops. Adaptation:
 the sandbox run is the evaluator (an exception, no submission or a status instead of a number is
 a failure), and Reflexion's explicit verbal self-reflection is kept as its own call whose text is
 stored in memory and shown to every later trial. So: ``generate`` (trial 1), then per failed

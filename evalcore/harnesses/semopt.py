@@ -1,4 +1,4 @@
-"""SemOPT: a gated, critic-guided hierarchical search (papers/003, sections 2.3 and 4, G.1).
+"""SemOPT: a gated, critic-guided hierarchical search (the SemOPT paper, sections 2.3 and 4, G.1).
 
 1. **Gate** (4.1). Sample C_init (stage ``generate``), run it; on an execution error (or no
    objective value: no ``submit``, a status such as ``infeasible`` -- the paper's syntactic
@@ -54,6 +54,7 @@ from evalcore.harnesses.base import HarnessContext
 from evalcore.models.base import Message, ModelError
 from evalcore.problems import ProblemSpec
 from evalcore.records import STATUS_SUBMITTED, CallRecord, Submission, Trajectory
+from evalcore.sandbox.types import ExecResult
 
 PROMPTS = "semopt"
 LEVELS = ("root", "strategy", "model", "code")
@@ -163,7 +164,9 @@ class Node:
     def ancestor(self, level: int) -> Node:
         node = self
         while node.level > level:
-            node = node.parent  # type: ignore[assignment]
+            if node.parent is None:
+                raise ValueError(f"{self.path()} has no ancestor at level {level}")
+            node = node.parent
         return node
 
 
@@ -374,7 +377,7 @@ class SemOPT:
         }
         return cand
 
-    def _failure(self, run: _Run, result: Any) -> str | None:
+    def _failure(self, run: _Run, result: ExecResult) -> str | None:
         """Why this run gave no objective value (the reflection feedback), or None when it did."""
         from evalcore.grading import parse_submission
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import ast
 import json
+import math as _math
 import re
 from dataclasses import dataclass, fields
 from typing import Any
@@ -29,6 +30,7 @@ from typing import Any
 from evalcore.models.simulated import (
     SimulatedModel,
     StageCall,
+    StageHandler,
     _reply,
     _rng,
     content_text,
@@ -64,7 +66,7 @@ DEFAULT_BASELINE_SKILL = BaselineSkill()
 
 
 def bskill(model: SimulatedModel) -> BaselineSkill:
-    return getattr(model, "baseline_skill", None) or DEFAULT_BASELINE_SKILL
+    return model.baseline_skill or DEFAULT_BASELINE_SKILL
 
 
 def user_text(call: StageCall) -> str:
@@ -109,7 +111,7 @@ def is_reference(code: str, call: StageCall) -> bool:
 
 
 def _norm(code: str) -> str:
-    return "\n".join(l.rstrip() for l in code.strip().splitlines() if l.strip() and not l.lstrip().startswith("#"))
+    return "\n".join(ln.rstrip() for ln in code.strip().splitlines() if ln.strip() and not ln.lstrip().startswith("#"))
 
 
 # -- program decomposition (PuLP / PySCIPOpt) ------------------------------------------------------
@@ -164,9 +166,8 @@ def parts_of(src: str) -> Parts | None:
             variables.append(text)
         elif model and isinstance(node, ast.AugAssign) and not _is_constraint(node.value):
             objective = ast.get_source_segment(src, node.value)
-        elif model and isinstance(node, ast.Expr) and ".setObjective(" in text:
-            call = node.value
-            objective = ast.get_source_segment(src, call.args[0])
+        elif model and isinstance(node, ast.Expr) and isinstance(node.value, ast.Call) and ".setObjective(" in text:
+            objective = ast.get_source_segment(src, node.value.args[0])
             sense = "maximize" if "maximize" in text else "minimize"
         elif model and (f"{model} +=" in text or ".addCons" in text):
             constraints.append(text)
@@ -261,11 +262,17 @@ def _rewrite(stmt: str, transformer: ast.NodeTransformer) -> str:
     return ast.unparse(tree)
 
 
+def _rename(stmt: str, old: str, new: str) -> str:
+    """``stmt`` with the model variable ``old`` (a whole word) called ``new``."""
+    return re.sub(rf"\b{re.escape(old)}\b", new, stmt)
+
+
 def scip_lines(parts: Parts) -> list[str]:
     """CAFA-style lines (``m.addVar / m.setObjective / m.addCons``) plus the data they use."""
     out = [d.rstrip("\n") for d in parts.data]
     if parts.api == "scip":
-        rename = lambda s: re.sub(rf"\b{re.escape(parts.model)}\b", "m", s)  # noqa: E731
+        def rename(s: str) -> str:
+            return _rename(s, parts.model, "m")
         out += [rename(v) for v in parts.variables] + [rename(c) for c in parts.constraints]
         out.append(f'm.setObjective({rename(parts.objective)}, "{parts.sense}")')
         return out
@@ -278,17 +285,18 @@ def scip_lines(parts: Parts) -> list[str]:
 def pulp_parts(parts: Parts) -> dict[str, Any]:
     """The program's pieces as PuLP statements on ``model`` (OptiMUS / AutoFormulation snippets)."""
     if parts.api == "pulp":
-        rename = lambda s: re.sub(rf"\b{re.escape(parts.model)}\b", "model", s).rstrip("\n")  # noqa: E731
+        def rename(s: str) -> str:
+            return _rename(s, parts.model, "model").rstrip("\n")
         return {
             "data": [d.rstrip("\n") for d in parts.data], "variables": [v.rstrip("\n") for v in parts.variables],
             "objective": rename(parts.objective), "constraints": [rename(c) for c in parts.constraints],
             "sense": parts.sense,
         }
     t = _ToPulp(parts.model)
-    rename = lambda s: re.sub(rf"\b{re.escape(parts.model)}\b", "model", s)  # noqa: E731
     return {
         "data": [d.rstrip("\n") for d in parts.data], "variables": [_rewrite(v, t) for v in parts.variables],
-        "objective": rename(_rewrite(parts.objective, t)), "constraints": [rename(_rewrite(c, t)) for c in parts.constraints],
+        "objective": _rename(_rewrite(parts.objective, t), parts.model, "model"),
+        "constraints": [_rename(_rewrite(c, t), parts.model, "model") for c in parts.constraints],
         "sense": parts.sense,
     }
 
@@ -314,7 +322,7 @@ def cafa_generate(model: SimulatedModel, call: StageCall) -> str:
             lines[-1] = lines[-1].rstrip(")")
         elif call.plan.kind == "runtime_error":
             lines.insert(len(lines) - 1, "m.addCons(capacity_total >= 0)")
-        body = "\n".join(l.rstrip("\n") for l in lines)
+        body = "\n".join(ln.rstrip("\n") for ln in lines)
     return json.dumps({"code": body}, indent=1)
 
 
@@ -494,8 +502,6 @@ for _expert, _what in {
 
 # -- OptiMUS --------------------------------------------------------------------------------------
 
-import math as _math  # noqa: E402
-
 _SAFE_BUILTINS = {"range": range, "len": len, "sum": sum, "min": min, "max": max, "abs": abs, "round": round,
                   "list": list, "dict": dict, "tuple": tuple, "enumerate": enumerate, "zip": zip, "float": float,
                   "int": int, "sorted": sorted, "set": set}
@@ -574,7 +580,7 @@ def _var_spec(stmt: str) -> tuple[dict[str, Any], list[str]] | None:
             continue
         line = f"model += {ref} {op} {ast.unparse(b)}"
         for g in reversed(gens):
-            line = f"for {ast.unparse(g.target)} in {ast.unparse(g.iter)}:\n" + "\n".join("    " + l for l in line.splitlines())
+            line = f"for {ast.unparse(g.target)} in {ast.unparse(g.iter)}:\n" + "\n".join("    " + ln for ln in line.splitlines())
         aux.append(line)
     return {"symbol": sym, "shape": dims, "type": vtype, "definition": f"decision variable {sym}"}, aux
 
@@ -677,14 +683,15 @@ def optimus_debug(model: SimulatedModel, call: StageCall) -> str:
     return _reply("Fix the program.", code=code)
 
 
-for _stage, _fn in {
+_OPTIMUS_STAGES: dict[str, StageHandler] = {
     "parameters": optimus_parameters, "objective": optimus_objective, "constraints": optimus_constraints,
     "redundancy": optimus_redundancy, "confidence": optimus_confidence, "modify": optimus_modify,
     "formulate": optimus_formulate, "check": lambda m, c: "yes, it matches the constraint.",
     "formulate_objective": optimus_formulate_objective, "code": optimus_code, "code_objective": optimus_code_objective,
     "debug": optimus_debug,
-}.items():
-    register_stage("optimus", _stage, _fn)
+}
+for _stage, _handler in _OPTIMUS_STAGES.items():
+    register_stage("optimus", _stage, _handler)
 
 
 # -- AutoFormulation ------------------------------------------------------------------------------
@@ -701,6 +708,8 @@ def af_truth(model: SimulatedModel, call: StageCall) -> dict[str, str]:
         from evalcore.models.simulated import generic_program
 
         parts = parts_of(generic_program(call.problem.question))
+        if parts is None:
+            raise ValueError("the generic program does not split into parts")
     pp = pulp_parts(parts)
     eq = [c for c in pp["constraints"] if "==" in c]
     ineq = [c for c in pp["constraints"] if "==" not in c]
@@ -722,7 +731,7 @@ def af_wrong(level: str, code: str, r: Any) -> str:
         return re.sub(r"[\"'](Integer|Binary)[\"']", '"Continuous"', code)
     if level in ("equalities", "inequalities"):
         lines = code.splitlines()
-        idx = [i for i, l in enumerate(lines) if re.search(r"<=|>=|==", l)]
+        idx = [i for i, ln in enumerate(lines) if re.search(r"<=|>=|==", ln)]
         if idx:
             i = r.choice(idx)
             if r.random() < 0.5 and len(idx) > 1 and not lines[i].startswith(" "):

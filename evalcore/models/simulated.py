@@ -44,7 +44,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from evalcore.models.base import CallMeta, Completion, Message, Sampling, Usage
 from evalcore.mutation import (  # the operators live in evalcore.mutation (also used by jobs/mutants.py)
@@ -56,7 +56,7 @@ from evalcore.mutation import (
     constraint_nodes as _constraint_nodes,
 )
 from evalcore.mutation import (
-    replace_span as _replace_span,
+    replace_node as _replace_node,
 )
 from evalcore.mutation import (
     source_lines as _lines,
@@ -64,6 +64,9 @@ from evalcore.mutation import (
 from evalcore.mutation import (
     stmt_span as _stmt_span,
 )
+
+if TYPE_CHECKING:
+    from evalcore.models.sim_baselines import BaselineSkill
 
 # -- what the policy reads from the prompts (evalcore/harnesses/prompts) ------------------------
 
@@ -236,7 +239,7 @@ def inject_runtime_error(cell: str, defined_before: set[str], rng: random.Random
         ] if tree else []
         if names:
             first = min(names, key=lambda n: (n.lineno, n.col_offset))
-            return _replace_span(cell, first.lineno, first.col_offset, first.end_col_offset, first.id + "_model"), "NameError"
+            return _replace_node(cell, first, first.id + "_model"), "NameError"
     return 'results = {}\nprint("objective so far:", results["objective"])\n' + cell, "KeyError"
 
 
@@ -437,6 +440,8 @@ class SimulatedModel:
         self.report_usage = report_usage
         self._problems = problems
         self._by_hash: dict[str, str] | None = None
+        # the baselines' stage knobs (sim_baselines.DEFAULT_BASELINE_SKILL when None); tests set it
+        self.baseline_skill: BaselineSkill | None = None
 
     # config ------------------------------------------------------------------------------
     CONFIG_KEYS = frozenset({"name", "backend", "policy", "skill", "ttft_s", "tokens_per_s", "report_usage"})
@@ -481,7 +486,7 @@ class SimulatedModel:
             pid = self._by_hash.get(question_hash(conv.question))
             return self.problems[pid] if pid else None
         text = normalize_question(" ".join(content_text(m) for m in messages if m.get("role") != "system"))
-        for pid, p in self.problems.items():
+        for p in self.problems.values():
             if normalize_question(p.question) in text:
                 return p
         return None

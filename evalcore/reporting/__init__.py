@@ -1,4 +1,4 @@
-"""Readable results of a sweep, computed from the ledger only (issue 7).
+"""Readable results of a sweep, computed from the ledger only.
 
 Pure library: pandas, pyarrow, numpy and matplotlib (Agg canvas); no Ray. The entry
 point is :func:`build_report`; :func:`main_table_from_summary` is shared with the MLflow

@@ -53,7 +53,7 @@ def failure_split(prep: Prepared, profile: str, summary: pd.DataFrame) -> pd.Dat
     for g, n in sorted(prep.planned.items()):
         sub = by_group.get(g, t.iloc[0:0])
         counts = sub["category"].value_counts()
-        row = dict(zip(GROUP, g), planned=n)
+        row: dict[str, Any] = dict(zip(GROUP, g), planned=n)
         row.update({c: int(counts.get(c, 0)) for c in CATEGORIES})
         row["missing"] += prep.unnamed_missing.get(g, 0)
         row["exec_rate"] = _nn(s_by.get(g, {}).get("exec_rate"))
@@ -94,7 +94,8 @@ def repair_table(prep: Prepared, profile: str, methods: Iterable[str] | None = N
     methods = list(multi_turn_methods(prep) if methods is None else methods)
     t = prep.traj[prep.traj["present"] & prep.traj["method"].isin(methods)]
     rows = []
-    for keys, g in list(t.groupby(GROUP, sort=True)) + [((m, x, "all"), g) for (m, x), g in t.groupby(["model", "method"], sort=True)]:
+    overall = [((m, x, "all"), g) for (m, x), g in t.groupby(["model", "method"], sort=True)]
+    for keys, g in list(t.groupby(GROUP, sort=True)) + overall:
         ff = g["first_outcome"].map(lambda v: _nn(v) is not None and v != "ok")
         rep = int((ff & g[f"ok_{profile}"].astype(bool)).sum())
         n_ff = int(ff.sum())
@@ -130,7 +131,8 @@ def sensitivity_table(prep: Prepared, profiles: Sequence[str]) -> pd.DataFrame:
         except ValueError:
             continue  # a benchmark without answer key cannot be regraded under this profile
         cols = [c for c in mt.columns if ":" not in c and c not in ("model", "method", "simulated")]
-        parts.append(mt[["model", "method"] + cols].rename(columns={c: f"{c}[{prof}]" for c in cols}).set_index(["model", "method"]))
+        renamed = mt[["model", "method"] + cols].rename(columns={c: f"{c}[{prof}]" for c in cols})
+        parts.append(renamed.set_index(["model", "method"]))
     if not parts:
         return pd.DataFrame()
     out = pd.concat(parts, axis=1)

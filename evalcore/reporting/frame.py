@@ -25,6 +25,7 @@ import numpy as np
 import pandas as pd
 
 from evalcore.grading import PROFILES, Parsed, grade_parsed, parse_submission
+from evalcore.problems import AnswerKey
 from evalcore.records import LEDGER_SCHEMA, STATUS_ERROR
 
 GROUP = ["model", "method", "benchmark"]
@@ -169,8 +170,9 @@ def _features(df: pd.DataFrame) -> pd.DataFrame:
 
 def _plan_counts(planned: Any) -> tuple[dict[tuple[str, str, str], int], pd.DataFrame | None]:
     if isinstance(planned, Mapping):
-        return {tuple(k): int(v) for k, v in planned.items()}, None  # type: ignore[misc]
-    plan = planned.to_pandas() if hasattr(planned, "to_pandas") and not isinstance(planned, pd.DataFrame) else pd.DataFrame(planned)
+        return {tuple(k): int(v) for k, v in planned.items()}, None
+    arrow = hasattr(planned, "to_pandas") and not isinstance(planned, pd.DataFrame)
+    plan = planned.to_pandas() if arrow else pd.DataFrame(planned)
     need = {"model", "method", "benchmark", "problem_id", "sample"}
     if not need <= set(plan.columns):
         raise ReportError(f"plan table lacks columns {sorted(need - set(plan.columns))}")
@@ -178,7 +180,7 @@ def _plan_counts(planned: Any) -> tuple[dict[tuple[str, str, str], int], pd.Data
     return counts, plan
 
 
-def prepare(table: Any, answer_keys: Mapping[str, Any], planned: Any,
+def prepare(table: Any, answer_keys: Mapping[str, AnswerKey], planned: Any,
             profiles: tuple[str, ...] = PROFILE_NAMES) -> Prepared:
     """Join ledger rows onto the plan and grade each planned trajectory under ``profiles``."""
     df = to_frame(table)
@@ -238,7 +240,7 @@ def prepare(table: Any, answer_keys: Mapping[str, Any], planned: Any,
                     grid_known=grid_known, profiles=profiles)
 
 
-def _grade(traj: pd.DataFrame, answer_keys: Mapping[str, Any], profiles: tuple[str, ...]) -> pd.DataFrame:
+def _grade(traj: pd.DataFrame, answer_keys: Mapping[str, AnswerKey], profiles: tuple[str, ...]) -> pd.DataFrame:
     traj = traj.reset_index(drop=True)
     feats = _features(traj)
     traj = pd.concat([traj, feats], axis=1)
@@ -254,7 +256,7 @@ def _grade(traj: pd.DataFrame, answer_keys: Mapping[str, Any], profiles: tuple[s
     has_key = traj["benchmark"].map(lambda b: b in answer_keys)
     status = traj["status"].where(traj["present"], None)
     for prof in profiles:
-        vals = []
+        vals: list[bool | None] = []
         for p, e, hk, st, pres, stored, gp in zip(parsed, expected, has_key, status, traj["present"],
                                                    traj["correct"], traj["grading_profile"]):
             if not pres or st == STATUS_ERROR:

@@ -1,4 +1,4 @@
-"""Problem-level uncertainty for every rate of the report (issue 17).
+"""Problem-level uncertainty for every rate of the report.
 
 A benchmark's k samples of one problem share the question and the model, so they are not
 independent: the unit of replication is the problem. Every interval here is a seeded
@@ -81,11 +81,11 @@ def problem_counts(prep: Prepared, profile: str) -> dict[Group, ProblemCounts]:
     out: dict[Group, ProblemCounts] = {}
     agg = t.groupby(GROUP + ["problem_id"], sort=True)["c"].agg(["sum", "size"]).reset_index()
     for g, sub in agg.groupby(GROUP, sort=True):
-        g = tuple(g)  # type: ignore[assignment]
-        planned = prep.planned.get(g, int(sub["size"].sum()))  # type: ignore[arg-type]
+        g = tuple(g)
+        planned = prep.planned.get(g, int(sub["size"].sum()))
         cells = int(sub["size"].sum())
         out[g] = ProblemCounts(tuple(sub["problem_id"]), sub["sum"].to_numpy(float), sub["size"].to_numpy(float),
-                               planned / cells if cells else 1.0)  # type: ignore[index]
+                               planned / cells if cells else 1.0)
     return out
 
 
@@ -113,9 +113,9 @@ def cell_intervals(prep: Prepared, profile: str, spec: BootstrapSpec
     benches = sorted({g[2] for g in prep.planned})
     macro: dict[tuple[str, str], tuple[float, float]] = {}
     for mm in sorted({g[:2] for g in prep.planned}):
-        rs = [reps.get((mm[0], mm[1], b)) for b in benches]
-        if rs and all(r is not None for r in rs):
-            macro[mm] = percentile_interval(np.mean(np.vstack(rs), axis=0), spec.confidence)
+        keys = [(mm[0], mm[1], b) for b in benches]
+        if keys and all(k in reps for k in keys):
+            macro[mm] = percentile_interval(np.mean(np.vstack([reps[k] for k in keys]), axis=0), spec.confidence)
     return cells, macro, counts
 
 

@@ -70,7 +70,7 @@ def acc_vs_size(main: pd.DataFrame, model_meta: Mapping[str, Mapping[str, Any]] 
         rows.append({"family": str(meta.get("family") or r.model), "size": float(meta["size_b"]),
                      "method": r.method, "acc": 100 * float(mac), "sim": bool(r.simulated)})
     df = pd.DataFrame(rows)
-    paths = []
+    paths: list[Path] = []
     if not len(df):
         return paths
     for fam, g in df.groupby("family", sort=True):

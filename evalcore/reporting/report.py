@@ -17,6 +17,7 @@ from typing import Any
 import pandas as pd
 
 from evalcore.grading import DEFAULT_PROFILE, get_profile
+from evalcore.problems import AnswerKey
 from evalcore.reporting import analysis, difficulty, plots, sampling
 from evalcore.reporting.frame import PROFILE_NAMES, _loads, prepare
 from evalcore.reporting.intervals import BootstrapSpec, cell_intervals, with_intervals
@@ -288,7 +289,7 @@ def _curves_wide(curves: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows).astype(object)
 
 
-def build_report(df: Any, answer_keys: Mapping[str, Any], planned: Any, *,
+def build_report(df: Any, answer_keys: Mapping[str, AnswerKey], planned: Any, *,
                  model_meta: Mapping[str, Mapping[str, Any]] | None = None, profile: str = DEFAULT_PROFILE,
                  compare: tuple[str, str] | None = None, out_dir: str | Path | None = None,
                  difficulty_method: str = "direct", profiles: Sequence[str] = PROFILE_NAMES,

@@ -16,7 +16,8 @@ from typing import Any
 import pandas as pd
 
 from evalcore.grading import grade_parsed
-from evalcore.metrics import maj_at_k, majority_answer, pass_at_k
+from evalcore.metrics import maj_at_k, majority_answer, mean_if_all, mean_pass_at_k, pass_at_k
+from evalcore.problems import AnswerKey
 from evalcore.reporting.frame import GROUP, Prepared
 from evalcore.reporting.tables import MACRO
 from evalcore.selection import MAX_DECIMALS, benchmark_decimals, isc_select, orr1_vote, unscored
@@ -34,7 +35,7 @@ def k_values(max_n: int) -> list[int]:
 
 
 def sampling_tables(prep: Prepared, profile: str,
-                    answer_keys: Mapping[str, Any] | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+                    answer_keys: Mapping[str, AnswerKey] | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """``(curves, selection)``.
 
     ``curves``: one row per (model, method, benchmark, k) with ``pass@k`` and ``maj@k``
@@ -65,12 +66,13 @@ def sampling_tables(prep: Prepared, profile: str,
         pr["models"].append(fm)
     max_n = max((pr["n"] for probs in per_group.values() for pr in probs), default=0)
     ks = k_values(max_n)
-    curve_rows, sel_rows = [], {}
+    curve_rows: list[dict[str, Any]] = []
+    sel_rows: dict[tuple[str, str], dict[str, Any]] = {}
     for g, probs in per_group.items():
         known_expected = all(pr["expected"] is not None for pr in probs)
         for k in ks:
             defined = bool(probs) and all(pr["n"] >= k for pr in probs)
-            pk = sum(pass_at_k(pr["n"], pr["c"], k) for pr in probs) / len(probs) if defined else None
+            pk = mean_pass_at_k([(pr["n"], pr["c"]) for pr in probs], k) if defined else None
             mk = (sum(maj_at_k(pr["subs"], pr["expected"], profile, k) for pr in probs) / len(probs)
                   if defined and known_expected else None)
             curve_rows.append(dict(zip(GROUP, g), k=k, n_problems=len(probs), **{"pass@k": pk, "maj@k": mk}))
@@ -81,7 +83,7 @@ def sampling_tables(prep: Prepared, profile: str,
         row[f"n:{b}"] = n if len(ns) == 1 else f"{min(ns)}-{max(ns)}"
         planned = prep.planned[g]
         row[f"avg:{b}"] = sum(pr["c"] for pr in probs) / planned if planned else None
-        row[f"pass@n:{b}"] = (sum(pass_at_k(pr["n"], pr["c"], pr["n"]) for pr in probs) / len(probs)) if probs and n else None
+        row[f"pass@n:{b}"] = mean_if_all([pass_at_k(pr["n"], pr["c"], pr["n"]) for pr in probs]) if probs and n else None
         key = (answer_keys or {}).get(b)
         dec = benchmark_decimals(key.answers.values()) if key is not None else MAX_DECIMALS
         row[f"dec:{b}"] = dec
@@ -106,7 +108,8 @@ def sampling_tables(prep: Prepared, profile: str,
             vals = [[r.get(f"{kind}:{b}") for b in benches] for r in sel.to_dict("records")]
             sel[f"{kind}:{MACRO}"] = [sum(v) / len(v) if v and all(x is not None and not pd.isna(x) for x in v) else None
                                       for v in vals]
-        order = ["model", "method"] + [f"{kind}:{b}" for b in benches + [MACRO] for kind in ("n", "dec", "avg", "pass@n", "maj@n", "orr1@n", "isc@n", "isc_unscored")
+        kinds = ("n", "dec", "avg", "pass@n", "maj@n", "orr1@n", "isc@n", "isc_unscored")
+        order = ["model", "method"] + [f"{kind}:{b}" for b in benches + [MACRO] for kind in kinds
                                        if f"{kind}:{b}" in sel.columns]
         sel = sel[order]
     return pd.DataFrame(curve_rows, columns=GROUP + ["k", "n_problems", "pass@k", "maj@k"]), sel

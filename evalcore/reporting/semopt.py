@@ -1,4 +1,4 @@
-"""What a SemOPT run is judged by (papers/003, 5.1-5.4), from the ledger only.
+"""What a SemOPT run is judged by (the SemOPT paper, 5.1-5.4), from the ledger only.
 
 Per (model, method, benchmark) and pooled (benchmark ``all``):
 
@@ -24,6 +24,7 @@ import argparse
 import json
 import sys
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -117,7 +118,7 @@ def _stats(g: pd.DataFrame) -> dict[str, Any]:
     }
 
 
-def _by_group(t: pd.DataFrame, fn: Any) -> pd.DataFrame:
+def _by_group(t: pd.DataFrame, fn: Callable[[pd.DataFrame], list[dict[str, Any]]]) -> pd.DataFrame:
     rows = []
     for (m, x), gx in t.groupby(["model", "method"], sort=True):
         for b, gb in gx.groupby("benchmark", sort=True):

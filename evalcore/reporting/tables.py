@@ -22,6 +22,7 @@ import pandas as pd
 
 from evalcore.metrics import macro, summarize
 from evalcore.reporting.frame import GROUP, Prepared
+from evalcore.reporting.intervals import BootstrapSpec, cell_intervals, with_intervals
 
 MACRO = "Macro"
 BEST, SECOND = "best", "second"
@@ -29,7 +30,7 @@ DAGGER = "†"
 _EPS = 1e-12
 
 
-def summary_from_prepared(prep: Prepared, profile: str, spec: Any = None) -> pd.DataFrame:
+def summary_from_prepared(prep: Prepared, profile: str, spec: BootstrapSpec | None = None) -> pd.DataFrame:
     """``evalcore.metrics.summarize`` per (model, method, benchmark), with the grades of
     ``profile`` and the plan's denominators; adds cached-token means. With a
     :class:`~evalcore.reporting.intervals.BootstrapSpec`, ``ci_low``/``ci_high`` are the
@@ -59,8 +60,6 @@ def summary_from_prepared(prep: Prepared, profile: str, spec: Any = None) -> pd.
     if spec is None:
         s["ci_low"] = s["ci_high"] = s["ci_method"] = None
         return s
-    from evalcore.reporting.intervals import cell_intervals, with_intervals
-
     cells, _, counts = cell_intervals(prep, profile, spec)
     return with_intervals(s, cells, counts)
 
@@ -109,8 +108,8 @@ def main_table_from_summary(summary: pd.DataFrame, benchmarks: Sequence[str] | N
         row["simulated"] = bool(g["simulated"].fillna(False).astype(bool).any())
         rows.append(row)
     table = pd.DataFrame(rows)
-    for c in benches + [MACRO]:
-        table[f"{c}:mark"] = mark_best(table, c) if len(table) else []
+    for col in benches + [MACRO]:
+        table[f"{col}:mark"] = mark_best(table, col) if len(table) else []
     order = ["model", "method"] + [x for c in benches + [MACRO]
                                    for x in (c, f"{c}:low", f"{c}:high", f"{c}:mark", f"{c}:dagger")] + ["simulated"]
     return table[order] if len(table) else pd.DataFrame(columns=order)

@@ -88,7 +88,9 @@ def spawn_sweep(args: list[str], address: str, log: Path, configs: Path | None =
 
 def committed_files(out: Path, name: str) -> list[Path]:
     root = out / name / "trajectories"
-    return [p for p in root.rglob("*.parquet") if not any(part.startswith((".", "_")) for part in p.relative_to(root).parts)] if root.exists() else []
+    if not root.exists():
+        return []
+    return [p for p in root.rglob("*.parquet") if not any(part.startswith((".", "_")) for part in p.relative_to(root).parts)]
 
 
 def wait_for(pred, timeout_s: float, what: str, interval_s: float = 0.2):

@@ -17,7 +17,7 @@ LIMITS = Limits(wall_s=20, cpu_s=20)
 
 @pytest.fixture(scope="module")
 def executors(ray_cluster):
-    handles = [ExecutorActor.options(num_cpus=0.5).remote(1, LIMITS) for _ in range(2)]
+    handles = [ExecutorActor.options(num_cpus=0.5).remote(1, LIMITS) for _ in range(2)]  # type: ignore[attr-defined]
     ray.get([h.ping.remote() for h in handles], timeout=120)
     yield handles
     for h in handles:
@@ -53,7 +53,7 @@ def test_session_keeps_state_on_one_actor(executors):
 
 def test_killed_executor_reports_killed_and_session_lost(ray_cluster):
     """In-flight run on an actor that dies -> killed (no hang); its session is lost after restart."""
-    victim = ExecutorActor.options(num_cpus=0.5, max_restarts=-1).remote(1, LIMITS)
+    victim = ExecutorActor.options(num_cpus=0.5, max_restarts=-1).remote(1, LIMITS)  # type: ignore[attr-defined]
     ray.get(victim.ping.remote(), timeout=120)
     ex = RayExecutor(_Shared([victim]), LIMITS)
 

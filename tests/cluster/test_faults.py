@@ -57,7 +57,8 @@ def test_fork_server_killed_mid_sweep_is_retried_never_no_submission(ray_cluster
     killed = 0
     actors = [ray.get_actor(f"opteval/{name}/executor-{i}", namespace="opteval") for i in range(2)]
     # kill while a session is open on the executor, so the kill surely hits a sandbox in use
-    h.wait_for(lambda: any(ray.get(a.stats.remote(), timeout=30)["sessions"] for a in actors), 120,
+    h.wait_for(lambda: any(ray.get(a.stats.remote(), timeout=30)["sessions"] for a in actors),  # type: ignore[call-overload]
+               120,
                "an open session on an executor", interval_s=0.05)
     for actor in actors:
         pid = ray.get(actor.server_pid.remote(), timeout=30)

@@ -111,6 +111,7 @@ def test_sweep_over_a_recording_openai_endpoint(ray_cluster, h, tmp_path, monkey
 
     # 5. the manifest records what programs ran with
     man = Ledger.open_existing(str(tmp_path), "http").manifest()
+    assert man is not None
     env = man["executors"]
     assert env["solvers"] == ["scipy", "pulp", "pyscipopt"]
     assert all(isinstance(env["versions"][s], str) for s in env["solvers"])

@@ -45,8 +45,9 @@ def _fenced(program: str) -> str:
 
 # (problem, sample) -> (completion, expected status, expected correct)
 def _recording() -> dict[tuple[str, int], tuple[str, str, bool]]:
-    ref = {pid: reference_program(pid) for pid in PROBLEMS}
-    assert all(ref.values()), f"reference programs missing for {[p for p, v in ref.items() if not v]}"
+    found = {pid: reference_program(pid) for pid in PROBLEMS}
+    ref = {pid: prog for pid, prog in found.items() if prog}
+    assert len(ref) == len(found), f"reference programs missing for {sorted(set(found) - set(ref))}"
     return {
         ("sample-0001", 0): (_fenced(ref["sample-0001"]), "submitted", True),
         ("sample-0001", 1): (_fenced(ref["sample-0001"]), "submitted", True),

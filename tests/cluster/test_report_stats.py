@@ -26,6 +26,7 @@ K, LIMIT = 4, 8
 def _report_module():
     path = Path(__file__).resolve().parents[2] / "jobs" / "report.py"
     spec = importlib.util.spec_from_file_location("report_job_stats", path)
+    assert spec is not None and spec.loader is not None
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod

@@ -15,7 +15,7 @@ LIMITS = Limits(wall_s=2, cpu_s=2)
 
 
 def test_restart_after_a_killed_cell_and_after_a_lost_actor(ray_cluster):
-    actor = ExecutorActor.options(num_cpus=0.5, max_restarts=-1).remote(1, LIMITS)
+    actor = ExecutorActor.options(num_cpus=0.5, max_restarts=-1).remote(1, LIMITS)  # type: ignore[attr-defined]
     ray.get(actor.ping.remote(), timeout=120)
     ex = RayExecutor(_Shared([actor]), LIMITS)
 

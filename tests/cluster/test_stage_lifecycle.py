@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import socket
 import time
+from typing import Any
 
 import pytest
 import ray
@@ -54,6 +55,7 @@ def test_readiness_needs_an_answer_not_just_running(ray_cluster):
     eps = sv.deploy_stage([as_plain(model_config("sim-fast"))], cfg)
     try:
         ep = eps["sim-fast"]
+        assert ep.app_name is not None and ep.base_url is not None
         assert ls.app_state(ep.app_name)[0] == "RUNNING"
         assert ls.probe_model(ep.base_url, "sim-fast") is None
         wrong = ep.base_url.replace("/sim-fast/", "/nothing-here/")  # RUNNING app, but no answer there
@@ -87,9 +89,10 @@ class _Tree:
 def test_teardown_removes_the_prefix_tree_actor(ray_cluster):
     app = "opteval-llm-teardown-test"
     ns = f"{ls.SERVE_NAMESPACE}::{app}::LLMServer:m"
-    tree = _Tree.options(name=ls.PREFIX_TREE_ACTOR, namespace=ns, lifetime="detached").remote()
-    other = _Tree.options(name=ls.PREFIX_TREE_ACTOR, namespace=f"{ls.SERVE_NAMESPACE}::another-app::x",
-                          lifetime="detached").remote()
+    tree_cls: Any = _Tree  # ray.remote classes have .options at run time only
+    tree = tree_cls.options(name=ls.PREFIX_TREE_ACTOR, namespace=ns, lifetime="detached").remote()
+    other = tree_cls.options(name=ls.PREFIX_TREE_ACTOR, namespace=f"{ls.SERVE_NAMESPACE}::another-app::x",
+                             lifetime="detached").remote()
     assert ray.get([tree.ping.remote(), other.ping.remote()]) == [True, True]
     assert ls.prefix_tree_actors(app) == [(ls.PREFIX_TREE_ACTOR, ns)]
     ls.teardown(app)  # no such Serve app: deleting it is a no-op, the detached actor still goes

@@ -23,6 +23,7 @@ def _report_module():
 
     path = Path(__file__).resolve().parents[2] / "jobs" / "report.py"
     spec = importlib.util.spec_from_file_location("report_job", path)
+    assert spec is not None and spec.loader is not None
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
@@ -51,6 +52,7 @@ def test_end_to_end_ledger_holds_the_plan_and_mlflow_matches(ray_cluster, h, tmp
 
     client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path}/mlflow.db")
     exp = client.get_experiment_by_name(cfg.tracking.experiment)
+    assert exp is not None
     runs = client.search_runs([exp.experiment_id], filter_string="tags.`opteval.sweep` = 'e2e'")
     children = {(r.data.tags.get("model"), r.data.tags.get("method")): r for r in runs if r.data.tags.get("method")}
     assert set(children) == {("sim-fast", m) for m in ("direct", "opticycle", "optistate")}
@@ -95,7 +97,7 @@ def test_killing_an_executor_and_a_worker_loses_nothing(ray_cluster, h, tmp_path
     name = "killactors"
     cfg = _cfg(h, tmp_path, name, port, "cluster.retries=3", models="[sim-slow]", methods="[direct,opticycle]",
                limit=4, samples=2)
-    result = {}
+    result: dict[str, int] = {}
     t = threading.Thread(target=lambda: result.setdefault("rc", run_sweep(cfg)), daemon=True)
     t.start()
     h.wait_for(lambda: h.committed_files(tmp_path, name), 180, "a first committed batch")

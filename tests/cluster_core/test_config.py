@@ -6,7 +6,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-from omegaconf import OmegaConf
 
 from cluster import config as C
 from cluster.config import ConfigError, load_config
@@ -14,11 +13,46 @@ from cluster.config import ConfigError, load_config
 REPO = Path(__file__).resolve().parents[2]
 
 
-def test_defaults_match_documented_yaml_and_schema():
+def test_documented_yaml_equals_the_dataclass_defaults():
+    """configs/sweep.yaml documents every key with its default; the dataclasses are the defaults."""
+    documented = yaml.safe_load((REPO / "configs" / "sweep.yaml").read_text())
+    defaults = C.as_plain(C.SweepConfig())
+    assert defaults["budgets"].pop("exec_limits") == defaults["limits"]  # one place: the limits section
+    assert documented == defaults
     cfg = load_config([])
-    raw = yaml.safe_load((REPO / "configs" / "sweep.yaml").read_text())
-    assert OmegaConf.to_container(cfg) == raw  # every schema key is in the yaml, with its value
     assert cfg.sweep.name == "demo" and cfg.samples.default == 2
+    assert cfg.budgets.exec_limits == cfg.limits
+
+
+def test_loaded_config_is_frozen_and_typed():
+    import dataclasses
+
+    from evalcore.harnesses.base import Budgets
+    from evalcore.models.base import Sampling
+    from evalcore.sandbox.types import Limits
+
+    cfg = load_config(["limits.wall_s=7", "budgets.max_calls=5", "sampling.top_k=-1"])
+    assert isinstance(cfg, C.SweepConfig)
+    assert type(cfg.sampling) is Sampling and type(cfg.budgets) is Budgets and type(cfg.limits) is Limits
+    assert cfg.limits.wall_s == 7.0 and cfg.budgets.exec_limits.wall_s == 7.0 and cfg.budgets.max_calls == 5
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        cfg.sweep.name = "other"  # type: ignore[misc]
+    assert isinstance(cfg.methods, tuple)
+
+
+def test_exec_limits_are_set_in_limits_only():
+    with pytest.raises(ConfigError, match=r"^budgets\.exec_limits: .*limits"):
+        load_config(["budgets.exec_limits.wall_s=5"])
+
+
+def test_added_keys_take_effect_and_enter_the_fingerprint():
+    base = load_config([])
+    out = load_config(["budgets.max_output_tokens=1024", "sampling.extra_body={x: 1}"])
+    assert C.effective_budgets(out, "direct").max_output_tokens == 16384  # the method states its own
+    assert C.effective_sampling(out, "sim-small").extra_body == {"x": 1}
+    assert C.sweep_fingerprint(out) != C.sweep_fingerprint(base)
+    assert C.item_fingerprint(out, "sim-small", "direct", "sample") != \
+        C.item_fingerprint(base, "sim-small", "direct", "sample")
 
 
 def test_dotlist_and_positional_file(tmp_path):
@@ -88,7 +122,7 @@ def test_samples_resolution_order():
 def test_paper_allocation_totals_17852():
     counts = {"nl4opt": 230, "mamo_easy": 652, "mamo_complex": 211, "nlp4lp": 242, "complexor": 18,
               "industryor": 100, "optibench": 605, "optmath": 166, "icml_competition": 410}
-    assert sum(n * C.benchmark_config(b).samples for b, n in counts.items()) == 17852
+    assert sum(n * (C.benchmark_config(b).samples or 0) for b, n in counts.items()) == 17852
 
 
 def test_fingerprint_ignores_operational_keys():
@@ -119,7 +153,9 @@ def test_effective_sampling_and_budgets_apply_overrides(tmp_path, monkeypatch):
         "name: sim-hot\nbackend: simulated\nsampling: {temperature: 1.0}\n")
     monkeypatch.setenv("OPTEVAL_CONFIGS", str(tmp_path / "configs"))
     cfg = load_config(["models=[sim-hot]", "methods=[tight]"])
-    assert C.effective_sampling(cfg, "sim-hot")["temperature"] == 1.0
-    assert C.effective_sampling(cfg, "sim-hot")["top_p"] == 0.95
-    assert C.effective_budgets(cfg, "tight")["max_calls"] == 3
-    assert C.effective_budgets(cfg, "tight")["max_turns"] == 12
+    assert C.effective_sampling(cfg, "sim-hot").temperature == 1.0
+    assert C.effective_sampling(cfg, "sim-hot").top_p == 0.95
+    assert C.effective_budgets(cfg, "tight").max_calls == 3
+    assert C.effective_budgets(cfg, "tight").max_turns == 12
+    # a method that does not state max_output_tokens gets the sweep's
+    assert C.effective_budgets(cfg, "tight").max_output_tokens == cfg.budgets.max_output_tokens

@@ -9,6 +9,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 def _sweep_module():
     spec = importlib.util.spec_from_file_location("sweep_job", REPO / "jobs" / "sweep.py")
+    assert spec is not None and spec.loader is not None
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod

@@ -97,7 +97,7 @@ def test_heartbeat_keeps_a_live_lease_and_waiter_gets_it_after_release(tmp_path)
         _open(tmp_path, res, fp, lease_stale_s=1.0)
     import threading
 
-    got = {}
+    got: dict[str, Ledger] = {}
     t = threading.Thread(target=lambda: got.setdefault("led", _open(tmp_path, res, fp, lease_stale_s=1.0,
                                                                        wait_for_lease=True)))
     t.start()
@@ -326,7 +326,7 @@ def test_committer_keeps_rows_that_finish_while_a_commit_runs_and_stops_on_failu
 
     led.commit = slow_commit
     com = Committer(led, batch=2, interval_s=60)
-    failures = []
+    failures: list[Exception] = []
     com.on_failure = failures.append
 
     async def go():

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from cluster.config import ConfigError, item_fingerprint, load_config
-from cluster.plan import expand_plan, plan_bench_counts, plan_counts, remaining
+from cluster.plan import Plan, expand_plan, plan_bench_counts, plan_counts, remaining
 from evalcore.records import trajectory_key
 
 IDS = {"sample": ["s1", "s2", "s3"], "complexor": ["c1", "c2"]}
@@ -19,8 +19,9 @@ def test_order_is_model_major_then_method_benchmark_problem_sample():
     plan = expand_plan(_cfg(), IDS)
     tuples = [(p.model, p.method, p.benchmark, p.problem_id, p.sample) for p in plan]
     models, methods, benches = ["sim-small", "sim-fast"], ["direct", "optistate"], ["sample", "complexor"]
-    rank = lambda t: (models.index(t[0]), methods.index(t[1]), benches.index(t[2]),
-                      IDS[t[2]].index(t[3]), t[4])
+    def rank(t):
+        return models.index(t[0]), methods.index(t[1]), benches.index(t[2]), IDS[t[2]].index(t[3]), t[4]
+
     assert tuples == sorted(tuples, key=rank)
     first_fast = next(i for i, t in enumerate(tuples) if t[0] == "sim-fast")
     assert all(t[0] == "sim-small" for t in tuples[:first_fast])
@@ -98,6 +99,7 @@ def test_plan_table_and_summary_match_the_item_by_item_recording(tmp_path):
     want = pa.table({n: [getattr(p, n) for p in items] for n in PLAN_SCHEMA.names}, schema=PLAN_SCHEMA)
     assert plan.to_table(PLAN_SCHEMA).equals(want)
     sub = remaining(plan, {p.key for p in items[1::2]})
+    assert isinstance(sub, Plan)
     assert sub.to_table(PLAN_SCHEMA).equals(want.take(list(range(0, len(items), 2))))
     old = hashlib.sha256("\n".join(sorted(p.key for p in items)).encode()).hexdigest()
     assert _sorted_keys_sha256(want.column("key"), chunk=100) == old

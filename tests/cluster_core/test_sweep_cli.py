@@ -120,7 +120,10 @@ def test_readme_ledger_snippets_divide_by_the_planned_trajectories(tmp_path):
     exec(compile(blocks[0].replace("results/try1", str(tmp_path / "try1")).rsplit("\n", 2)[0] +
                  "\nacc = (correct.reindex(planned.index, fill_value=0) / planned)\n", "README-pandas", "exec"), ns)
     assert list(ns["acc"]) == [0.5]
-    sql = re.search(r'duckdb.sql\("""(.*?)"""\)', blocks[1], re.S).group(1).replace("results/try1", str(tmp_path / "try1"))
+    found = re.search(r'duckdb.sql\("""(.*?)"""\)', blocks[1], re.S)
+    assert found is not None, "the README's duckdb example"
+    sql = found.group(1).replace("results/try1", str(tmp_path / "try1"))
     import duckdb
 
-    assert duckdb.sql(sql).fetchall() == [("sim-small", "direct", "sample", 0.5, 4, 2)]
+    rel = duckdb.sql(sql)
+    assert rel is not None and rel.fetchall() == [("sim-small", "direct", "sample", 0.5, 4, 2)]

@@ -82,6 +82,7 @@ def test_sync_is_idempotent_and_reuses_runs(synced):
         again = Tracker(tracker.uri, "opteval-test", "trk", str(out))
         sync_from_ledger(Ledger.open_existing(str(out), "trk"), again)
         assert again.parent_id == tracker.parent_id and again.children == tracker.children
+    assert again.experiment_id is not None
     runs = client.search_runs([again.experiment_id])
     assert len(runs) == 3  # one parent + two children, never more
     hist = client.get_metric_history(tracker.children[("sim-small", "direct")], "acc/macro")
@@ -94,6 +95,8 @@ def test_report_sync_cli(synced, capsys):
     from pathlib import Path
 
     spec = importlib.util.spec_from_file_location("report", Path(__file__).resolve().parents[2] / "jobs" / "report.py")
+
+    assert spec is not None and spec.loader is not None
     report = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(report)
     rc = report.main([f"sweep.output_dir={out}", "sweep.name=trk", f"tracking.uri=sqlite:///{out}/mlflow.db",
@@ -149,6 +152,7 @@ def test_resumed_run_duration_leaves_out_idle_time(tmp_path):
     assert second.parent_id == first.parent_id
     second.finish()
     wall = time.time() - t0
+    assert second.parent_id is not None
     run = MlflowClient(tracking_uri=uri).get_run(second.parent_id)
     active = float(run.data.tags["opteval.active_s"])
     assert run.info.end_time - run.info.start_time == pytest.approx(active * 1000, abs=2)

@@ -4,30 +4,26 @@ from __future__ import annotations
 
 import functools
 import http.server
-import importlib.util
 import json
 import os
 import subprocess
 import sys
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from evalcore import problems as P
+from jobs import data as data_job
 
 REPO = Path(__file__).resolve().parents[2]
 
 
-def _load_data_job():
-    spec = importlib.util.spec_from_file_location("opteval_jobs_data", REPO / "jobs" / "data.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod  # dataclasses look their module up while the class is built
-    spec.loader.exec_module(mod)
-    return mod
-
-
-data_job = _load_data_job()
+def _upstream(slug: str) -> P.Upstream:
+    up = P.REGISTRY[slug].upstream
+    assert up is not None, f"{slug} has no pinned upstream"
+    return up
 
 
 def _rows(shared: Path, slug: str) -> list[dict]:
@@ -41,8 +37,7 @@ def _make_upstream_mirror(shared: Path, root: Path, slugs) -> None:
     a string; SIRL rows ``{en_question, en_answer}`` (no index) with SIRL's infeasible
     markers, and IndustryOR_fixedV2.json as one JSON array."""
     for slug in slugs:
-        entry = P.REGISTRY[slug]
-        up = entry.upstream
+        up = _upstream(slug)
         dest = root / up.repo / up.commit / up.path
         dest.parent.mkdir(parents=True, exist_ok=True)
         rows = _rows(shared, slug)
@@ -88,7 +83,7 @@ def test_fetch_converts_upstream_formats_to_the_pinned_bytes(shared_benchmarks, 
     data = tmp_path / "data"
     for slug in slugs:
         r = data_job.fetch_one(slug, mirror.as_uri(), data)
-        assert r.action == "written" and r.url.endswith(P.REGISTRY[slug].upstream.path)
+        assert r.action == "written" and r.url is not None and r.url.endswith(_upstream(slug).path)
         assert P.sha256_file(r.path) == P.REGISTRY[slug].sha256
     _, key = P.load_benchmark("nl4opt@sirl", data)
     assert sum(1 for a in key.answers.values() if a == "infeasible") == 17
@@ -96,7 +91,7 @@ def test_fetch_converts_upstream_formats_to_the_pinned_bytes(shared_benchmarks, 
 
 def test_convert_upstream_rules():
     entry = P.REGISTRY["nl4opt@sirl"]
-    rows = [
+    rows: list[dict[str, Any]] = [
         {"en_question": "a", "en_answer": "700.0"},
         {"en_question": "b", "en_answer": "12"},
         {"en_question": "c", "en_answer": "No Best Solution"},
@@ -107,7 +102,7 @@ def test_convert_upstream_rules():
     assert [r["id"] for r in out] == [f"nl4opt-sirl-000{i}" for i in (1, 2, 3, 4, 9)]
     assert [r["answer"] for r in out] == [700.0, 12, "infeasible", "infeasible", 3.5]
     assert isinstance(out[1]["answer"], int) and isinstance(out[0]["answer"], float)
-    assert out[0]["source"] == entry.upstream.source
+    assert out[0]["source"] == _upstream("nl4opt@sirl").source
     # -9999 means infeasible only in SIRL data; in LLMOPT data it stays a number
     llm = P.convert_upstream([{"question": "q", "answer": -9999, "index": 1}], P.REGISTRY["nl4opt"])
     assert llm[0]["answer"] == -9999
@@ -145,7 +140,7 @@ def test_fetch_over_http_falls_back_from_normalized_to_upstream_layout(shared_be
     finally:
         server.shutdown()
         server.server_close()
-    assert r.action == "written" and "/antgroup/LLMOPT/" in r.url
+    assert r.action == "written" and r.url is not None and "/antgroup/LLMOPT/" in r.url
     assert P.sha256_file(r.path) == P.REGISTRY["complexor"].sha256
 
 

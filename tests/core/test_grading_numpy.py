@@ -1,4 +1,4 @@
-"""The ``optagentbench_numpy`` profile (issue 17): the benchmark's "absolute 1e-2 and relative
+"""The ``optagentbench_numpy`` profile: the benchmark's "absolute 1e-2 and relative
 1e-4" read as numpy.isclose reads it, |a - b| <= 1e-2 + 1e-4*|b|, next to ``optagentbench``'s
 max() reading. Hand cases where the two readings part, and numpy itself as the reference."""
 from __future__ import annotations

@@ -36,6 +36,7 @@ def test_registry_pins_the_nine_benchmarks_and_their_total():
     assert sum(expected.values()) == P.PRIMARY_TOTAL == 2634
     for slug in P.PRIMARY_SLUGS:
         e = P.REGISTRY[slug]
+        assert e.upstream is not None and e.sha256 is not None
         assert e.primary and e.upstream.repo == "antgroup/LLMOPT"
         assert len(e.upstream.commit) == 40 and e.upstream.path.startswith("data/testset/")
         assert len(e.sha256) == 64
@@ -48,6 +49,7 @@ def test_registry_sirl_variants_and_sample():
     }
     e = P.REGISTRY["optmath_193@sirl"]
     assert e.relpath == "variants/sirl/optmath_193.jsonl" and e.id_prefix == "optmath_193-sirl"
+    assert e.upstream is not None
     assert e.upstream.repo == "Cardinal-Operations/SIRL" and e.upstream.fmt == "sirl"
     assert e.upstream.url() == (
         "https://raw.githubusercontent.com/Cardinal-Operations/SIRL/"

@@ -3,13 +3,15 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
+from typing import Any
 
 import pyarrow as pa
 import pytest
 
 from evalcore import records as R
 
-KEY_ARGS = {"sweep": "s1", "model": "qwen", "method": "direct", "benchmark": "nl4opt", "problem_id": "nl4opt-0001", "sample": 3, "fingerprint": "abc"}
+KEY_ARGS: dict[str, Any] = {"sweep": "s1", "model": "qwen", "method": "direct", "benchmark": "nl4opt",
+                            "problem_id": "nl4opt-0001", "sample": 3, "fingerprint": "abc"}
 
 
 def test_trajectory_key_is_stable():
@@ -72,7 +74,7 @@ def test_empty_table_has_the_ledger_schema():
 
 
 def test_a_ledger_row_builds_an_arrow_table():
-    row = {f.name: None for f in R.LEDGER_SCHEMA}
+    row: dict[str, Any] = {f.name: None for f in R.LEDGER_SCHEMA}
     row.update(key="k", model="m", method="direct", benchmark="nl4opt", problem_id="p", sample=0,
                status=R.STATUS_SUBMITTED, correct=True, simulated=False, prompt_tokens=None,
                committed_at=datetime.now(UTC), transcript=json.dumps([{"role": "user"}]))

@@ -19,7 +19,9 @@ LIMITS = Limits(wall_s=60.0, cpu_s=60.0)
 
 @pytest.mark.parametrize("row", ROWS, ids=[r["id"] for r in ROWS])
 def test_reference_program_grades_correct_in_the_sandbox(row):
-    result = run_program(reference_program(row["id"]), LIMITS)
+    code = reference_program(row["id"])
+    assert code is not None, row["id"]
+    result = run_program(code, LIMITS)
     assert result.outcome == "ok", (result.outcome, result.note, result.stderr[-2000:])
     got = result.submission
     assert grades_equal(got, row["answer"]), (got, row["answer"])

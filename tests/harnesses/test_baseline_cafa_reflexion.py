@@ -1,4 +1,4 @@
-"""CAFA and Reflexion through the real harness and the real sandbox, with a scripted model (issue 18)."""
+"""CAFA and Reflexion through the real harness and the real sandbox, with a scripted model."""
 from __future__ import annotations
 
 import json
@@ -12,7 +12,8 @@ from evalcore.records import STATUS_NO_SUBMISSION, STATUS_SUBMITTED
 from tests.harnesses.scripted import ScriptedModel, crash, program, user_of
 
 P = ProblemSpec(id="t-1", benchmark="test", question="Maximize 3x + 2y with x + y <= 4, x <= 3, x, y >= 0.")
-LINES = 'x = m.addVar(name="x", lb=0)\ny = m.addVar(name="y", lb=0)\nm.setObjective(3 * x + 2 * y, "maximize")\nm.addCons(x + y <= 4)\nm.addCons(x <= 3)'
+LINES = ('x = m.addVar(name="x", lb=0)\ny = m.addVar(name="y", lb=0)\nm.setObjective(3 * x + 2 * y, "maximize")\n'
+         'm.addCons(x + y <= 4)\nm.addCons(x <= 3)')
 
 
 def test_cafa_one_call_lines_wrapped_and_run(run_harness):

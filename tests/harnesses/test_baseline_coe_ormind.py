@@ -1,4 +1,4 @@
-"""Chain-of-Experts and ORMind through the real harness and the real sandbox, scripted model (issue 18)."""
+"""Chain-of-Experts and ORMind through the real harness and the real sandbox, scripted model."""
 from __future__ import annotations
 
 import json
@@ -7,7 +7,7 @@ from evalcore.harnesses import Budgets
 from evalcore.harnesses.coe import EXPERTS, parse_expert
 from evalcore.problems import ProblemSpec
 from evalcore.records import STATUS_SUBMITTED
-from tests.harnesses.scripted import ScriptedModel, crash, program, user_of
+from tests.harnesses.scripted import Reply, ScriptedModel, crash, program, user_of
 
 P = ProblemSpec(id="t-2", benchmark="test", question="Minimize x + y with x + y >= 2, x, y >= 0.")
 EXPERT_STAGES = {e.lower().replace(" ", "_"): f"comment of {e}" for e in EXPERTS}
@@ -33,8 +33,8 @@ def test_coe_one_trial_on_success(run_harness):
 
 
 def test_coe_backward_lifo_replaces_the_claimed_comment_and_last_reducer_wins(run_harness):
-    claims = [json.dumps({"is_caused_by_you": False, "reason": "not me", "refined_result": ""}),
-              json.dumps({"is_caused_by_you": True, "reason": "my code", "refined_result": "REFINED PROGRAM COMMENT"})]
+    claims: list[Reply] = [json.dumps({"is_caused_by_you": False, "reason": "not me", "refined_result": ""}),
+                        json.dumps({"is_caused_by_you": True, "reason": "my code", "refined_result": "REFINED PROGRAM COMMENT"})]
     model = ScriptedModel({"conductor": "gibberish", **EXPERT_STAGES, "reducer": [crash(), crash(), program(5)],
                            "backward": claims + claims + claims})
     t = run_harness("coe", P, model, budgets=Budgets(max_calls=45, max_turns=3))
@@ -55,7 +55,8 @@ def test_coe_stops_after_three_trials(run_harness):
     assert t.status != STATUS_SUBMITTED
 
 
-ORMIND_BASE = {"encode": '{"a": {"Type": "int", "Definition": "x"}}', "formalize": '{"VARIABLES": [], "CONSTRAINTS": [], "OBJECTIVE": ""}',
+ORMIND_BASE = {"encode": '{"a": {"Type": "int", "Definition": "x"}}',
+               "formalize": '{"VARIABLES": [], "CONSTRAINTS": [], "OBJECTIVE": ""}',
                "compile": program(1)}
 OK_CHECK = "```python\ndef check(variables, objective):\n    return \"Don't need to modify any constraints!\"\n```"
 BAD_CHECK = "```python\ndef check(variables, objective):\n    return ['x too small: ' + str(variables.get('x'))]\n```"

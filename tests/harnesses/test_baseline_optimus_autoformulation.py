@@ -1,4 +1,4 @@
-"""OptiMUS and AutoFormulation through the real harness and the real sandbox, scripted model (issue 18)."""
+"""OptiMUS and AutoFormulation through the real harness and the real sandbox, scripted model."""
 from __future__ import annotations
 
 import json
@@ -21,7 +21,8 @@ def _optimus_script(code_reply: str) -> dict:
         "redundancy": lambda msgs: user_of(msgs).split("## Constraints\n")[1].split("\n\nRemove")[0],
         "confidence": ["5 OUT OF 5", "2 OUT OF 5"],
         "modify": json.dumps({"action": "no"}),
-        "formulate": json.dumps({"formulation": "x \\ge lb", "new_variables": [{"symbol": "x", "shape": [], "type": "continuous"}],
+        "formulate": json.dumps({"formulation": "x \\ge lb",
+                                 "new_variables": [{"symbol": "x", "shape": [], "type": "continuous"}],
                                  "auxiliary_constraints": []}),
         "check": "yes",
         "formulate_objective": json.dumps({"formulation": "\\min x", "sense": "minimize", "new_variables": []}),
@@ -72,7 +73,9 @@ AF = {
 
 
 def _cand(msgs) -> int:
-    return int(re.search(r"## Candidate (\d+) of", user_of(msgs)).group(1))
+    m = re.search(r"## Candidate (\d+) of", user_of(msgs))
+    assert m is not None, "not a candidate prompt"
+    return int(m.group(1))
 
 
 def test_autoformulation_equivalent_candidates_collapse_to_one_chain(run_harness):
@@ -103,7 +106,8 @@ def test_autoformulation_pairwise_comparison_and_call_budget(run_harness):
     objectives = {1: "x", 2: "2 * x", 3: "3 * x", 4: "4 * x"}
     model = ScriptedModel({
         **AF,
-        "objective": lambda m: f"```python\nmodel.sense = pulp.LpMinimize\nmodel.setObjective({objectives[(_cand(m) - 1) % 4 + 1]})\n```",
+        "objective": lambda m: ("```python\nmodel.sense = pulp.LpMinimize\n"
+                                f"model.setObjective({objectives[(_cand(m) - 1) % 4 + 1]})\n```"),
         "inequalities": lambda m: "```python\nmodel += x >= a + " + str((_cand(m) - 1) % 2) + "\n```",
         "rank": lambda m: json.dumps([0.5] * len(re.findall(r"^### Candidate", user_of(m), re.M))),
         "compare": "A",

@@ -1,5 +1,5 @@
-"""The simulated policy answers every stage of the six baselines (issue 18, point 2): each runs end
-to end on the sample benchmark, outputs are marked simulated, and the skill knobs make a baseline
+"""The simulated policy answers every stage of the six baselines: each runs end to end on the
+sample benchmark, outputs are marked simulated, and the skill knobs make a baseline
 right or wrong in the ways its stages allow. SIMULATED numbers, never a model's accuracy."""
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 from evalcore.data import reference_program
 from evalcore.grading import grade
 from evalcore.harnesses import BASELINES, Budgets
-from evalcore.models.sim_baselines import BaselineSkill, parts_of, pulp_parts, scip_lines
+from evalcore.models.sim_baselines import BaselineSkill, Parts, parts_of, pulp_parts, scip_lines
 from evalcore.models.simulated import SimSkill, SimulatedModel
 
 PULP = "sample-0001"  # a PuLP LP (maximize)
@@ -23,6 +23,18 @@ def _model(policy="always_correct", skill=None, bskill=PERFECT, **kw):
     m = SimulatedModel(policy=policy, skill=skill or SimSkill(), **kw)
     m.baseline_skill = bskill
     return m
+
+
+def _reference(pid: str) -> str:
+    src = reference_program(pid)
+    assert src is not None, f"{pid} has no reference program"
+    return src
+
+
+def _parts(pid: str) -> Parts:
+    parts = parts_of(_reference(pid))
+    assert parts is not None, f"{pid}'s reference program does not split"
+    return parts
 
 
 def _ok(t, key):
@@ -41,9 +53,9 @@ def test_each_baseline_solves_with_a_perfect_simulated_model(method, pid, sample
 
 
 def test_decomposition_translates_between_pulp_and_scip():
-    lines = "\n".join(scip_lines(parts_of(reference_program(PULP))))
+    lines = "\n".join(scip_lines(_parts(PULP)))
     assert "m.addVar('sourdough', lb=100)" in lines and 'm.setObjective(3.4 * s + 2.9 * r, "maximize")' in lines
-    pp = pulp_parts(parts_of(reference_program(SCIP)))
+    pp = pulp_parts(_parts(SCIP))
     assert pp["sense"] == "maximize" and all(c.startswith("model += ") for c in pp["constraints"])
     assert "pulp.lpSum" in pp["objective"]
 
@@ -71,6 +83,6 @@ def test_autoformulation_ranking_and_judging_skill_matter(sample, run_harness):
 
 def test_cafa_cannot_express_a_scipy_program(sample, run_harness):
     problems, key = sample
-    scipy_pid = next(pid for pid in sorted(problems) if "scipy" in reference_program(pid).split("\n")[0])
+    scipy_pid = next(pid for pid in sorted(problems) if "scipy" in _reference(pid).split("\n")[0])
     t = run_harness("cafa", problems[scipy_pid], _model(), budgets=Budgets(max_calls=1, max_turns=1))
     assert len(t.calls) == 1 and not _ok(t, key)

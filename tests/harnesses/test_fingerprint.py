@@ -1,4 +1,4 @@
-"""The sweep fingerprint covers each method's prompt files and harness code (issue 10, point 5)."""
+"""The sweep fingerprint covers each method's prompt files and harness code."""
 from __future__ import annotations
 
 import shutil

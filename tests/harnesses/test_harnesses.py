@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+from typing import Any
 
 import pytest
 
@@ -15,8 +16,8 @@ from evalcore.models.simulated import SimSkill, SimulatedModel, count_tokens, sp
 from evalcore.records import STATUS_NO_SUBMISSION, STATUS_SUBMITTED, STATUSES
 
 FIRST = "sample-0001"  # a PuLP LP (maximize): its sense flip changes the optimum
-ONLY = {"p_correct": 0.0, "p_mutant": 0.0, "p_syntax_error": 0.0, "p_runtime_error": 0.0, "p_no_submit": 0.0,
-            "p_bad_formulation": 0.0}
+ONLY: dict[str, Any] = {"p_correct": 0.0, "p_mutant": 0.0, "p_syntax_error": 0.0, "p_runtime_error": 0.0,
+                        "p_no_submit": 0.0, "p_bad_formulation": 0.0}
 
 
 def _graded(traj, key) -> bool:
@@ -57,7 +58,11 @@ def test_opticycle_repairs_after_an_error_and_resumes_from_earlier_objects(sampl
     assert [e.outcome for e in t.execs] == ["ok", "error", "ok"]
     assert "Error" in t.execs[1].stderr_tail  # NameError or KeyError, reported
     assert t.status == STATUS_SUBMITTED and _graded(t, key)
-    build, _ = split_program(reference_program(FIRST))
+    reference = reference_program(FIRST)
+    assert reference is not None
+    cut = split_program(reference)
+    assert cut is not None
+    build = cut[0]
     repaired = t.transcript[-1]["completion"]
     # the repaired cell uses `prob` without building it: the interpreter kept turn 1's objects
     assert "prob.solve" in repaired and "LpProblem" not in repaired and "LpProblem" in build

@@ -1,4 +1,4 @@
-"""configs/methods/*.yaml: every budget or limit value states its source in a comment (issue 10, point 4)."""
+"""configs/methods/*.yaml: every budget or limit value states its source in a comment."""
 from __future__ import annotations
 
 import re
@@ -19,7 +19,7 @@ def test_every_budget_and_limit_value_states_its_source(path):
     lines = path.read_text().splitlines()
     for section in ("budgets", "limits"):
         for key in (data.get(section) or {}):
-            line = next(l for l in lines if re.match(rf"\s+{key}\s*:", l))
+            line = next(ln for ln in lines if re.match(rf"\s+{key}\s*:", ln))
             assert SOURCE.search(line), f"{path.name}: {section}.{key} has no source comment: {line!r}"
 
 

@@ -12,8 +12,18 @@ from evalcore.models.simulated import SimulatedModel
 from evalcore.solvers import PAPER_SOLVERS, prompt_list, validate
 
 
+class _NoExecutor:
+    """Composing a prompt runs nothing."""
+
+    async def run(self, code, limits=None):
+        raise AssertionError("a prompt test ran a program")
+
+    async def open_session(self):
+        raise AssertionError("a prompt test opened a session")
+
+
 def _ctx(solvers=PAPER_SOLVERS) -> HarnessContext:
-    return HarnessContext(model=SimulatedModel(), executor=None, sampling=Sampling(), sample=0,
+    return HarnessContext(model=SimulatedModel(), executor=_NoExecutor(), sampling=Sampling(), sample=0,
                           budgets=Budgets(), solvers=tuple(solvers))
 
 
@@ -22,7 +32,7 @@ def test_optistate_system_prompt_is_opticycles_plus_its_formulation_section():
     state = system_prompt("optistate", "system", _ctx())
     section = load_prompt("optistate", "formulation")
     assert state == cycle.rstrip("\n") + "\n\n" + section
-    # what issue 10 found missing from OptiState before: all of it is OptiCycle's and now in both
+    # OptiCycle's guidance that OptiState must carry too (it once lacked it): present in both
     for phrase in ("## Modeling checklist", "non-negativity is rarely stated but usually meant",
                    "Build incrementally", "Submitting ends the task", "A solver status that is not optimal",
                    "it is restarted for you, which costs a turn"):

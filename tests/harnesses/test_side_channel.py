@@ -117,7 +117,9 @@ def test_simulated_serve_app_answers_by_the_headers(sample):
 
     problems, _ = sample
     spec = problems["sample-0001"]
-    app = SimulatedOpenAI.func_or_class({"name": "sim", "simulated": {"policy": "always_correct"}})
+    # serve.deployment returns a Deployment, whose class is func_or_class; Ray's annotation says the class
+    app = SimulatedOpenAI.func_or_class(  # type: ignore[attr-defined]
+        {"name": "sim", "simulated": {"policy": "always_correct"}})
     body = json.dumps({"model": "sim", "seed": 42, "messages": _formulate_messages(spec.question)}).encode()
 
     def reply(meta):

@@ -23,6 +23,12 @@ from evalcore.models.simulated import (
 )
 
 
+def _reference(pid: str) -> str:
+    src = reference_program(pid)
+    assert src is not None, f"{pid} has no reference program"
+    return src
+
+
 def _direct_messages(question: str) -> list[dict]:
     return [
         {"role": "system", "content": load_prompt("direct", "system")},
@@ -57,9 +63,11 @@ def test_identifies_problems_by_question_hash_whitespace_insensitive(sample):
     model = SimulatedModel()
     for pid, spec in problems.items():
         noisy = "  " + spec.question.replace(" ", "  \n ") + "\n"
-        assert model.identify(_direct_messages(noisy)).id == pid
+        found = model.identify(_direct_messages(noisy))
+        assert found is not None and found.id == pid
         # without the tags it falls back to substring search
-        assert model.identify([{"role": "user", "content": "Solve this: " + spec.question}]).id == pid
+        found = model.identify([{"role": "user", "content": "Solve this: " + spec.question}])
+        assert found is not None and found.id == pid
 
 
 def test_always_correct_writes_the_reference_program(sample):
@@ -67,7 +75,7 @@ def test_always_correct_writes_the_reference_program(sample):
     model = SimulatedModel(policy="always_correct")
     for pid, spec in problems.items():
         code = extract_code(model.respond(_direct_messages(spec.question), 7), "submit")
-        assert code.strip() == reference_program(pid).strip()
+        assert code is not None and code.strip() == _reference(pid).strip()
 
 
 def test_skill_rates_hold_over_the_sample_benchmark(sample):
@@ -114,7 +122,7 @@ def test_each_mutation_operator_changes_some_reference_program(sample, op):
     problems, _ = sample
     changed = 0
     for pid in problems:
-        src = reference_program(pid)
+        src = _reference(pid)
         out, used = mutate(src, random.Random(0), (op,))
         compile(out, pid, "exec")  # mutants stay valid Python
         assert out != src
@@ -128,13 +136,13 @@ def test_mutants_differ_from_the_reference_for_every_problem_and_seed(sample):
     for pid, spec in problems.items():
         for seed in (1, 2):
             code = extract_code(model.respond(_direct_messages(spec.question), seed), "submit")
-            assert code.strip() != reference_program(pid).strip()
+            assert code is not None and code.strip() != _reference(pid).strip()
 
 
 def test_every_reference_program_splits_into_build_and_solve_cells(sample):
     problems, _ = sample
     for pid in problems:
-        src = reference_program(pid)
+        src = _reference(pid)
         cut = split_program(src)
         assert cut is not None, pid
         assert cut[0] + cut[1] == src and "submit(" in cut[1] and "submit(" not in cut[0]
@@ -143,10 +151,10 @@ def test_every_reference_program_splits_into_build_and_solve_cells(sample):
 def test_formulation_has_required_fields_or_lacks_constraints_when_asked(sample):
     problems, _ = sample
     for pid in problems:
-        full = formulation_for(reference_program(pid))
+        full = formulation_for(_reference(pid))
         assert set(full) == {"sets", "parameters", "variables", "objective", "constraints"}
         assert full["variables"] and full["constraints"] and full["objective"]["sense"] in ("minimize", "maximize")
-        assert "constraints" not in formulation_for(reference_program(pid), complete=False)
+        assert "constraints" not in formulation_for(_reference(pid), complete=False)
 
 
 def test_optistate_formulate_step_answers_with_a_json_formulation(sample):
@@ -166,7 +174,7 @@ def test_unknown_problem_gets_a_generic_program(sample):
     model = SimulatedModel()
     text = model.respond(_direct_messages("A farmer grows wheat and corn on 40 acres. Maximize profit."), 3)
     code = extract_code(text, "submit")
-    assert "pulp" in code and "submit(" in code
+    assert code is not None and "pulp" in code and "submit(" in code
     assert text == model.respond(_direct_messages("A farmer grows wheat and corn on 40 acres. Maximize profit."), 3)
 
 
@@ -194,5 +202,6 @@ def test_simulated_latency(sample):
     model = SimulatedModel(ttft_s=0.05, tokens_per_s=10_000)
     t0 = time.perf_counter()
     c = asyncio.run(model.chat(msgs, Sampling(), 1))
+    assert c.usage.completion_tokens is not None
     expected = 0.05 + c.usage.completion_tokens / 10_000
     assert time.perf_counter() - t0 >= expected * 0.95 and c.latency_s >= expected * 0.95

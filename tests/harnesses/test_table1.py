@@ -1,4 +1,4 @@
-"""Table 1 (issue 18, point 3): the sweep plan of configs/sweeps/table1.yaml and the report layout."""
+"""Table 1: the sweep plan of configs/sweeps/table1.yaml and the report layout."""
 from __future__ import annotations
 
 import os
@@ -45,8 +45,9 @@ def _summary() -> pd.DataFrame:
             for b, planned in (("nl4opt", 10), ("mamo_easy", 20)):
                 correct = {"optistate": 8, "cafa": 3, "direct": 5, "zzz_extra": 5}[method] * planned // 10
                 rows.append({"model": model, "method": method, "benchmark": b, "planned": planned, "correct": correct,
-                                 "missing": 0, "errors": 0, "simulated": False, "tokens_mean": 1000.0 * (i + 1) + (b == "nl4opt") * 500,
-                                 "tokens_missing": 0, "cached_mean": None})
+                             "missing": 0, "errors": 0, "simulated": False,
+                             "tokens_mean": 1000.0 * (i + 1) + (b == "nl4opt") * 500,
+                             "tokens_missing": 0, "cached_mean": None})
     return pd.DataFrame(rows)
 
 

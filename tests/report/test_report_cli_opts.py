@@ -2,22 +2,12 @@
 value is one clear line (a UsageError, exit 2 in main), never a traceback."""
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import pytest
 
-
-def _job():
-    path = Path(__file__).resolve().parents[2] / "jobs" / "report.py"
-    spec = importlib.util.spec_from_file_location("report_job_opts", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+from jobs import report as job
 
 
 def test_bootstrap_and_seed_options():
-    job = _job()
     opts, rest = job.parse_args(["sweep.name=x", "--bootstrap", "500", "--seed=3"])
     assert rest == ["sweep.name=x"]
     assert job._int_opt(opts, "--bootstrap", 2000, minimum=100) == 500

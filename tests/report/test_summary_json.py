@@ -1,4 +1,4 @@
-"""``summary.json`` and the problem-level intervals on a sweep-shaped ledger (issue 17).
+"""``summary.json`` and the problem-level intervals on a sweep-shaped ledger.
 
 A Direct and an OptiCycle sweep over the embedded sample benchmark (46 problems x 4 samples),
 with problem-level difficulty so samples of one problem are correlated, as a real model's
@@ -61,7 +61,8 @@ def independent_bootstrap(df: pd.DataFrame, n_problems_planned: int, k: int, see
     idx = np.random.default_rng(seed).integers(0, n_problems_planned, (b, n_problems_planned))
     reps = correct[idx].sum(1) / (k * n_problems_planned)
     a = (1 - conf) / 2
-    return tuple(np.quantile(reps, [a, 1 - a]))  # type: ignore[return-value]
+    lo, hi = np.quantile(reps, [a, 1 - a])
+    return float(lo), float(hi)
 
 
 @pytest.fixture(scope="module")

@@ -14,6 +14,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -127,7 +128,7 @@ def test_get_lists_schemes_and_profiles(service):
 
 
 def test_correct_scheme_over_a_handful_of_orlm_responses(service):
-    items = [
+    items: list[dict[str, Any]] = [
         {"id": "opt", "completion": copt(), "answer": 12},
         {"id": "infeasible", "completion": copt("model.addConstr(x + y >= 5)"), "answer": "No Best Solution"},
         {"id": "syntax", "completion": "```python\nimport coptpy as cp\nm = cp.Envr().createModel(\n```", "answer": 7},
@@ -194,7 +195,6 @@ def test_trl_and_verl_adapters_talk_to_the_service(service):
 
 def test_orlm_published_nl4opt_outputs_count_210_correct(service):
     path = os.environ.get("OPTEVAL_ORLM_OUTPUTS")
-    sys.path.insert(0, str(REPO))
     from jobs.rewards import ORLM_OUTPUTS_HOWTO, orlm_executed_items
 
     if not path:

@@ -1,10 +1,11 @@
-"""evalcore.mutation + jobs/mutants.py: hard negatives that run and change the answer (issue 19, point 4)."""
+"""evalcore.mutation + jobs/mutants.py: hard negatives that run and change the answer."""
 from __future__ import annotations
 
 import json
 import random
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -18,7 +19,7 @@ REPO = Path(__file__).resolve().parents[2]
 IDS = ("sample-0001", "sample-0002")  # a continuous LP and an integer program of the sample benchmark
 
 
-def _programs_file(tmp_path: Path, extra: list[str] = ()) -> Path:
+def _programs_file(tmp_path: Path, extra: Sequence[str] = ()) -> Path:
     rows = {r["id"]: r for r in load_sample_rows()}
     lines = [json.dumps({"id": i, "question": rows[i]["question"], "code": reference_program(i)}) for i in IDS]
     path = tmp_path / "programs.jsonl"
@@ -33,6 +34,7 @@ def _run(*args: str) -> subprocess.CompletedProcess:
 
 def test_apply_operator_is_one_named_operator_or_none():
     src = reference_program("sample-0001")
+    assert src is not None
     flipped = apply_operator(src, "flip_sense", random.Random(0))
     assert flipped is not None and flipped != src and "LpMinimize" in flipped
     # no objective sense to flip and no fallback: None, never another operator's edit

@@ -1,4 +1,4 @@
-"""configs/methods/semopt*.yaml load through cluster.config, and bad params fail at load (issue 19)."""
+"""configs/methods/semopt*.yaml load through cluster.config, and bad params fail at load."""
 from __future__ import annotations
 
 import shutil

@@ -1,4 +1,4 @@
-"""The semopt harness (issue 19, point 1): gate, reflections, MCTS, critic, records.
+"""The semopt harness: gate, reflections, MCTS, critic, records.
 
 A scripted in-process chat model (a fake at the model edge, labelled as such) answers each
 stage from the side channel; programs run in the real local sandbox.
@@ -33,7 +33,7 @@ class ScriptedModel:
                  code_for: Callable[[int, int, int], str] | None = None, repair: str | None = None) -> None:
         self.first, self.critic, self.repair = first, critic, repair
         self.code_for = code_for or (lambda s, m, c: f"submit({100 * s + 10 * m + c})\n")
-        self.metas: list[CallMeta] = []
+        self.metas: list[CallMeta | None] = []
         self.prompts: list[str] = []
 
     async def chat(self, messages, sampling: Sampling, seed: int, meta: CallMeta | None = None) -> Completion:
@@ -74,8 +74,8 @@ def _candidates(t) -> list[dict]:
 def test_gate_accepts_a_confident_first_program(local_executor):
     model = ScriptedModel(critic=lambda code: 0.9)
     t = _run(model, local_executor)
-    assert [c.stage for c in t.calls] == ["generate", "critic"] == [m.stage for m in model.metas]
-    assert {m.harness for m in model.metas} == {"semopt"}
+    assert [c.stage for c in t.calls] == ["generate", "critic"] == [m and m.stage for m in model.metas]
+    assert {m and m.harness for m in model.metas} == {"semopt"}
     assert t.submission.raw == 7 and t.status == "submitted"
     (c0,) = _candidates(t)
     assert c0["gate"] == "accept" and c0["S"] == 0.9 and c0["executed"] and c0["exec"] == 0
@@ -84,7 +84,9 @@ def test_gate_accepts_a_confident_first_program(local_executor):
 def test_low_score_opens_the_search_and_the_best_scored_leaf_wins(local_executor):
     # C_init scores 0.3; leaves score by their submitted value: strategy 1's leaves are best
     def critic(code: str) -> float:
-        v = int(re.search(r"submit\((\d+)\)", code).group(1))
+        m = re.search(r"submit\((\d+)\)", code)
+        assert m is not None, code
+        v = int(m.group(1))
         return 0.3 if v == 7 else (0.8 if v // 100 == 1 else 0.5) - 0.01 * (v % 10)
     model = ScriptedModel(critic=critic)
     t = _run(model, local_executor, iterations=4, expansion=2, omega=0.1)  # small omega: exploit
@@ -136,20 +138,18 @@ def test_budget_ends_the_search_but_keeps_the_best_answer(local_executor):
                          budgets=Budgets(max_calls=5, max_turns=100), params={"iterations": 8})
     t = asyncio.run(get_harness("semopt").run(PROBLEM, ctx))
     assert len(t.calls) == 5 and t.errors[-1] == "budget spent: calls"
-    assert t.submission.raw == 7  # C_init, the only scored candidate
+    assert t.submission is not None and t.submission.raw == 7  # C_init, the only scored candidate
 
 
-def test_llm_critic_can_be_another_model(local_executor):
+def test_llm_critic_can_be_another_model(local_executor, monkeypatch):
     generator, judge = ScriptedModel(critic=lambda code: 0.0), ScriptedModel(critic=lambda code: 0.9)
     import evalcore.models as models
 
     original = models.make_model
-    models.make_model = lambda cfg: judge if cfg.get("name") == "judge" else original(cfg)
-    try:
-        t = _run(generator, local_executor, critic={"kind": "llm", "model": {"name": "judge", "backend": "x"}})
-    finally:
-        models.make_model = original
-    assert [m.stage for m in generator.metas] == ["generate"] and [m.stage for m in judge.metas] == ["critic"]
+    monkeypatch.setattr(models, "make_model", lambda cfg: judge if cfg.get("name") == "judge" else original(cfg))
+    t = _run(generator, local_executor, critic={"kind": "llm", "model": {"name": "judge", "backend": "x"}})
+    assert [m and m.stage for m in generator.metas] == ["generate"]
+    assert [m and m.stage for m in judge.metas] == ["critic"]
     assert [c.stage for c in t.calls] == ["generate", "critic"] and _candidates(t)[0]["gate"] == "accept"
 
 
@@ -173,5 +173,7 @@ def test_parse_score_and_uct_and_pick_answer():
     assert uct(b, root.visits, 1.4) == float("inf") and uct(a, 10, 0.0) == pytest.approx(0.8)
     cs = [Candidate(0, "gate", [], "", True, 0.4, 0.4, 0, 1.0), Candidate(1, "search", [0], "", False, None, 0.0, 1, None),
           Candidate(2, "search", [1], "", True, 0.9, 0.9, 2, 3.0), Candidate(3, "search", [2], "", True, 0.9, 0.9, 3, 4.0)]
-    assert pick_answer(cs).index == 2  # best score, earliest of ties
-    assert pick_answer([Candidate(0, "gate", [], "", False, None, 0.0, 0, "infeasible")]).submission == "infeasible"
+    best = pick_answer(cs)
+    assert best is not None and best.index == 2  # best score, earliest of ties
+    only = pick_answer([Candidate(0, "gate", [], "", False, None, 0.0, 0, "infeasible")])
+    assert only is not None and only.submission == "infeasible"

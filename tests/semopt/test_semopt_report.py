@@ -1,4 +1,4 @@
-"""evalcore.reporting.semopt (issue 19, point 3) on trajectories the real harness produced.
+"""evalcore.reporting.semopt on trajectories the real harness produced.
 
 Answer key: p1 = 7, p2 = 5; plan: p1, p2 x samples 0, 1. The scripted generator (tests'
 ScriptedModel) always starts with ``submit(7)``:
@@ -31,7 +31,9 @@ KEY = AnswerKey("U", {"p1": 7.0, "p2": 5.0})
 
 def _traj(pid: str, sample: int, critic_c_init: float, local_executor):
     def critic(code: str) -> float:
-        v = int(re.search(r"submit\((\d+)\)", code).group(1))
+        m = re.search(r"submit\((\d+)\)", code)
+        assert m is not None, code
+        v = int(m.group(1))
         return {7: critic_c_init, 5: 0.2}.get(v, 0.5)
 
     model = ScriptedModel(critic=critic, code_for=lambda s, m, c: "submit(5)\n" if (s, m, c) == (1, 0, 0)
