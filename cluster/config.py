@@ -30,26 +30,28 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, fields, is_dataclass, replace
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import yaml
 from omegaconf import DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from cluster.endpoint import ROUTES
 from evalcore.grading import PROFILES
 from evalcore.harnesses._common import STAGE_SAMPLING_KEYS, merge_body
 from evalcore.harnesses.base import Budgets
 from evalcore.models.base import Sampling
+from evalcore.models.clients import ReplaySection
+from evalcore.models.openai_backend import OpenAISection
 from evalcore.problems import REGISTRY
 from evalcore.records import config_fingerprint
 from evalcore.sandbox.types import Limits
 
+if TYPE_CHECKING:
+    from cluster.backends import Where
+
 CONFIGS_ENV = "OPTEVAL_CONFIGS"
-BACKENDS = ("simulated", "openai", "vllm", "replay")
 EXTRACTIONS = ("submit", "orlm", "sirl", "stdout")
-# Keys of a model yaml's ``simulated`` section that are not SimSkill fields but
-# SimulatedModel settings (latency and policy).
-SIM_MODEL_KEYS = ("ttft_s", "tokens_per_s", "policy", "report_usage")
 # Top-level sections that never change a trajectory's outcome: they are left out of
 # the fingerprint and of the changed-config check (resuming with more workers is fine).
 NON_OUTCOME_KEYS = ("sweep", "plan_only", "data", "cluster", "serving", "tracking", "progress")
@@ -180,19 +182,8 @@ class ModelSamplingOverrides:
     extra_body: dict[str, Any] = field(default_factory=dict)
 
 
-@dataclass
-class OpenAISection:
-    base_url: str | None = None
-    model_id: str | None = None
-    api_key_env: str = "OPENAI_API_KEY"
-    timeout_s: float = 600.0
-    max_retries: int = 4
-    backoff_s: float | None = None
-
-
-@dataclass
-class ReplaySection:
-    path: str | None = None  # recorded completions (evalcore.models.replay)
+# OpenAISection and ReplaySection are the clients' own (evalcore.models.clients): one schema
+# for the model YAML and the flat config make_model takes.
 
 
 @dataclass
@@ -219,11 +210,15 @@ class PromptSection:
 
 @dataclass
 class ModelConfig:
+    """A model: ``configs/models/<name>.yaml``, a YAML anywhere, or a mapping in ``models=[...]``.
+    ``backend`` picks the entry of ``cluster.backends.BACKENDS`` that checks, serves and calls it;
+    only that backend's section may be set."""
+
     name: str = ""
     backend: str = "simulated"
     family: str = "simulated"
     size_b: float | None = None
-    # SimSkill fields (evalcore.models.simulated); checked against SimSkill when importable.
+    # SimSkill fields and SimulatedModel settings (cluster.backends.simulated checks them)
     simulated: dict[str, Any] = field(default_factory=dict)
     openai: OpenAISection = field(default_factory=OpenAISection)
     vllm: VllmSection = field(default_factory=VllmSection)
@@ -356,7 +351,7 @@ def load_config(argv: list[str] | None = None) -> SweepConfig:
     node = OmegaConf.structured(SweepConfig)
     if argv and "=" not in argv[0]:
         path = _find_file(argv.pop(0))
-        node = _merge(node, _read_yaml(path), str(path))
+        node = _merge(node, _take_models(_read_yaml(path), str(path)), str(path))
     bad = [a for a in argv if "=" not in a]
     if bad:
         raise ConfigError(
@@ -367,7 +362,7 @@ def load_config(argv: list[str] | None = None) -> SweepConfig:
         dot = OmegaConf.from_dotlist(argv)
     except OmegaConfBaseException as exc:
         raise _omega_error(exc, "command line") from exc
-    node = _merge(node, dot, "command line")
+    node = _merge(node, _take_models(OmegaConf.to_container(dot, resolve=False), "command line"), "command line")
     _check_ranges(node)
     cfg = OmegaConf.to_object(node)
     assert isinstance(cfg, SweepConfig)
@@ -439,6 +434,8 @@ def _check_values(cfg: SweepConfig) -> None:
            f"{cfg.sweep.name!r} is not a valid sweep name (letters, digits, '.', '_', '-')")
     _check(bool(cfg.sweep.output_dir), "sweep.output_dir", "must not be empty")
     _check(bool(cfg.serving.http_host.strip()), "serving.http_host", "must not be empty")
+    _check(cfg.serving.route in ROUTES, "serving.route",
+           f"{cfg.serving.route!r} is not one of {', '.join(ROUTES)}{_hint(cfg.serving.route, list(ROUTES))}")
     _check(0 < cfg.sampling.top_p <= 1, "sampling.top_p", f"must be in (0, 1], got {cfg.sampling.top_p}")
     _check(cfg.sampling.top_k == -1 or cfg.sampling.top_k >= 1, "sampling.top_k",
            f"must be -1 (off) or >= 1, got {cfg.sampling.top_k}")
@@ -483,7 +480,7 @@ def grading_profiles() -> tuple[str, ...]:
 
 
 def _model_exists(name: str) -> bool:
-    return (configs_dir() / "models" / f"{name}.yaml").is_file()
+    return name in _GIVEN or (configs_dir() / "models" / f"{name}.yaml").is_file()
 
 
 def _method_exists(name: str) -> bool:
@@ -535,37 +532,102 @@ def _cached(kind: str, name: str, build: Callable[[str], T]) -> T:
 
 
 def model_config(name: str) -> DictConfig:
-    """``configs/models/<name>.yaml``, validated (errors name the file and key); read-only."""
+    """A model given in the sweep config (a YAML path or a mapping in ``models``), else
+    ``configs/models/<name>.yaml``; validated (errors name the file and key); read-only."""
+    given = _GIVEN.get(name)
+    if given is not None:
+        return given
     return _cached("models", name, _build_model_config)
 
 
 def _build_model_config(name: str) -> DictConfig:
     node = _load_entity("models", name, ModelConfig, "name")
-    path = configs_dir() / "models" / f"{name}.yaml"
-    _check(node.backend in BACKENDS, f"backend [{path}]",
-           f"unknown backend {node.backend!r}{_hint(node.backend, list(BACKENDS))}")
-    skill_fields = _sim_skill_fields()
-    if skill_fields is not None:
-        allowed = skill_fields | set(SIM_MODEL_KEYS)
-        for key in node.simulated:
-            _check(key in allowed, f"simulated.{key} [{path}]",
-                   f"unknown key{_hint(str(key), sorted(allowed))}")
-    if node.backend == "openai":
-        _check(bool(node.openai.base_url) and bool(node.openai.model_id), f"openai [{path}]",
-               "the openai backend needs openai.base_url and openai.model_id")
-    if node.backend == "replay":
-        _check(bool(node.replay.path), f"replay.path [{path}]", "the replay backend needs replay.path")
-    if node.backend == "vllm":
-        _check(bool(node.vllm.source), f"vllm.source [{path}]", "the vllm backend needs vllm.source")
-    from evalcore.models.contract import SYSTEM_MODES
-
-    _check(node.prompt.system in SYSTEM_MODES, f"prompt.system [{path}]",
-           f"must be one of {list(SYSTEM_MODES)}, got {node.prompt.system!r}")
+    _check_model(node, _where(str(configs_dir() / "models" / f"{name}.yaml")))
     return node
 
 
+def _where(source: str, prefix: str = "") -> Where:
+    from cluster.backends import Where  # the registry imports this module: not at the top
+
+    return Where(source, prefix)
+
+
+def _check_model(node: DictConfig, where: Where) -> None:
+    """The one validation of a model config: the schema typed it; its backend checks its own
+    section; another backend's section left at its defaults (set, it would do nothing)."""
+    from cluster.backends import BACKENDS
+    from evalcore.models.contract import SYSTEM_MODES
+
+    backend = BACKENDS.get(str(node.backend))
+    if backend is None:
+        raise where.error("backend", f"unknown backend {node.backend!r}{_hint(str(node.backend), list(BACKENDS))}")
+    plain = as_plain(node)
+    defaults = as_plain(OmegaConf.structured(ModelConfig))
+    for other in BACKENDS.values():
+        sec = other.section
+        if sec and other is not backend and plain.get(sec) != defaults.get(sec):
+            raise where.error(sec, f"set, but backend is {backend.name!r}: only the {backend.section!r} "
+                                   f"section takes effect")
+    backend.check(plain, where)
+    if node.prompt.system not in SYSTEM_MODES:
+        raise where.error("prompt.system", f"must be one of {list(SYSTEM_MODES)}, got {node.prompt.system!r}")
+
+
+# -- models given in the sweep config (a YAML anywhere, or inline) -----------------------------
+
+# name -> validated model config, for models given by path or inline in this process's
+# sweep config; model_config() answers them first. A given model's fingerprint covers its
+# whole config, as a file model's does, so a resume with a changed one is caught.
+_GIVEN: dict[str, DictConfig] = {}
+_MODEL_SUFFIXES = (".yaml", ".yml")
+
+
+def _take_models(data: Any, where: str) -> Any:
+    """``models`` of a config layer with every path or mapping entry registered and replaced by
+    its name (what the plan, the ledger keys and the reports use)."""
+    if not isinstance(data, dict) or not isinstance(data.get("models"), list):
+        return data
+    out = dict(data)
+    out["models"] = [_given_model(entry, i, where) for i, entry in enumerate(data["models"])]
+    return out
+
+
+def _given_model(entry: Any, i: int, where: str) -> Any:
+    key = f"models[{i}]"
+    if isinstance(entry, dict):
+        return _register(entry, _where(where, f"{key}."), None)
+    if isinstance(entry, str) and (entry.endswith(_MODEL_SUFFIXES) or "/" in entry):
+        path = Path(entry).expanduser()
+        if not path.is_file():
+            raise ConfigError(f"{key}: no such model file {entry!r} (relative to {Path.cwd()}) [{where}]")
+        path = path.resolve()
+        if path.parent == configs_dir() / "models":
+            return path.stem  # one of ours, by its path
+        return _register(_read_yaml(path), _where(str(path)), path.stem)
+    return entry  # a name: configs/models/<name>.yaml, checked with the others
+
+
+def _register(data: dict[str, Any], where: Where, default_name: str | None) -> str:
+    try:
+        node = _merge(OmegaConf.structured(ModelConfig), data, where.source)
+    except ConfigError as exc:
+        raise ConfigError(f"{where.prefix}{exc}") from None
+    name = str(node.name or default_name or "")
+    if not name:
+        raise where.error("name", "a model given inline needs a name")
+    if not _NAME_RE.match(name):
+        raise where.error("name", f"{name!r} is not a valid model name (letters, digits, '.', '_', '-')")
+    if (configs_dir() / "models" / f"{name}.yaml").is_file():
+        raise where.error("name", f"{name!r} is also configs/models/{name}.yaml: give this model another name")
+    node.name = name
+    _check_model(node, where)
+    OmegaConf.set_readonly(node, True)
+    _GIVEN[name] = node
+    return name
+
+
 def backend_config(name: str) -> dict[str, Any]:
-    """The flat dict ``evalcore.models.make_model`` takes, built from a model yaml."""
+    """The flat dict ``evalcore.models.make_model`` takes, built from a model config."""
     return flat_backend_config({**as_plain(model_config(name)), "name": name})
 
 
@@ -578,27 +640,9 @@ def flat_backend_config(model: Mapping[str, Any]) -> dict[str, Any]:
     at its Serve URL, so it has no backend config of its own here. Pure: Serve replicas
     call it on the dict they were given, without reading config files.
     """
-    backend = str(model.get("backend") or "simulated")
-    out: dict[str, Any] = {"name": str(model["name"]), "backend": backend}
-    if backend == "simulated":
-        sim = dict(model.get("simulated") or {})
-        out.update({k: sim.pop(k) for k in SIM_MODEL_KEYS if k in sim})
-        if sim:
-            out["skill"] = sim
-    elif backend in ("openai", "replay"):
-        out.update({k: v for k, v in dict(model.get(backend) or {}).items() if v is not None})
-        extra = dict((model.get("sampling") or {}).get("extra_body") or {}) if backend == "openai" else {}
-        if extra:
-            out["extra_body"] = extra
-    return out
+    from cluster.backends import backend_of
 
-
-def _sim_skill_fields() -> set[str] | None:
-    try:
-        from evalcore.models.simulated import SimSkill
-    except ImportError:
-        return None
-    return {f.name for f in fields(SimSkill)} if is_dataclass(SimSkill) else None
+    return backend_of(model).client_config(model)
 
 
 def method_config(name: str) -> MethodConfig:

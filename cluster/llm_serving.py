@@ -9,8 +9,8 @@ GPU. So everything here that only *describes* an application (``llm_config_dict`
 ``build_llm_app`` / ``deploy_stage`` import ``ray.serve.llm`` lazily and raise
 :class:`VLLMNotInstalled` (install ``pip install -e '.[gpu]'``) when vLLM is absent.
 
-Public API (callers: ``cluster/serving.py``, ``cluster/driver/run.py``, ``jobs/serve.py``,
-``jobs/k8s.py``). ``model_cfg`` is one ``configs/models/<name>.yaml`` as a dict or
+Public API (callers: ``cluster/backends/vllm.py``, ``cluster/serving.py``, ``jobs/k8s.py``).
+``model_cfg`` is one ``configs/models/<name>.yaml`` as a dict or
 DictConfig; ``cfg`` is either the whole sweep config (with a ``serving`` section) or
 that ``serving`` section itself.
 
@@ -27,13 +27,11 @@ that ``serving`` section itself.
     stage_gpus(model_cfg) -> int                           # gpus_per_replica x max(1, min_replicas)
     pack_stages(model_cfgs, gpus: int) -> list[list[str]]  # model names per stage
     deploy_stage(model_cfgs, cfg=None, *, app_name=APP_NAME, host="127.0.0.1",
-                 ready_timeout_s=None, poll_s=2.0) -> dict[str, Endpoint]   # vLLM, or stand-ins
+                 ready_timeout_s=None, poll_s=2.0, standin=None) -> dict[str, Endpoint]  # vLLM, or stand-ins
     placement(model_cfg, cfg=None) -> dict                 # one replica's bundles, strategy, GPUs, CPUs
     check_placement(model_cfgs, cfg=None, nodes=None)      # UnplaceableModel before deploying
     build_standin_app(model_cfgs, cfg=None)                # serving.standin: same placement, simulated
-    wait_app_ready(app_name, base_url, model_ids, timeout_s, *, poll_s=2.0) -> None
-                                                           # RUNNING + a 1-token answer per model
-    teardown(app_name=APP_NAME) -> None                    # the app and its prefix-tree actors
+    wait_app_ready, teardown, app_state, probe_model       # from cluster.serve_apps (re-exported)
     require_vllm() -> None                                 # VLLMNotInstalled with the install hint
 
 The served model id is the config's ``name`` (``Qwen3-4B``), so a request's ``model`` is
@@ -42,11 +40,30 @@ the same string the sweep, the ledger and the plots use.
 from __future__ import annotations
 
 import copy
-import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, fields, is_dataclass
 from typing import Any
 
-APP_NAME = "opteval-llm"
+from cluster.config import VllmSection
+from cluster.endpoint import Endpoint
+from cluster.serve_apps import (  # noqa: F401  (re-exported: part of this module's API)
+    LLM_APP_NAME,
+    PREFIX_TREE_ACTOR,
+    QUIET_LOGS,
+    SERVE_NAMESPACE,
+    SERVER_PREFIX,
+    UNSCHEDULED_HINT,
+    ModelNotReady,
+    UnplaceableModel,
+    app_state,
+    prefix_tree_actors,
+    probe_model,
+    server_deployment_name,
+    teardown,
+    wait_app_ready,
+)
+
+APP_NAME = LLM_APP_NAME
 BUILDER_IMPORT_PATH = "ray.serve.llm:build_openai_app"
 # Ray validates a request_router_class by importing it. The public alias
 # ray.serve.llm.request_router.PrefixCacheAffinityRouter is an empty subclass of this class,
@@ -56,19 +73,15 @@ PREFIX_ROUTER_CLASS = ("ray.llm._internal.serve.routing_policies.prefix_aware.pr
                        "PrefixCacheAffinityRouter")
 GPU_EXTRA_HINT = "install the gpu extra: pip install -e '.[gpu]' (vLLM + ray[serve,llm])"
 
-# vllm: keys of a model YAML, and what each becomes. Anything else is a typo and an error.
-_VLLM_KEYS = {
-    "source",                # HF hub id, local path, or s3:// / gs:// mirror -> model_loading_config.model_source
-    "tokenizer_source",      # optional -> model_loading_config.tokenizer_source
-    "engine_kwargs",         # vLLM engine + frontend args, verbatim -> LLMConfig.engine_kwargs
-    "deployment",            # Serve deployment options -> LLMConfig.deployment_config
-    "accelerator_type",      # Ray accelerator type (H100, A100-80G, ...) -> LLMConfig.accelerator_type
-    "gpus_per_replica",      # documentation + check: must equal tensor x pipeline parallel size
-    "chat_template_kwargs",  # sent per request by the client (extra_body); not an LLMConfig field
-    "runtime_env",           # optional -> LLMConfig.runtime_env
-    "placement_group_config",  # optional -> LLMConfig.placement_group_config (default: ours, see placement())
-    "language_only",         # VL checkpoint: load only its language model (vLLM language_model_only)
-}
+# vllm: keys of a model YAML (cluster.config.VllmSection, the one schema), and what each becomes:
+#   source -> model_loading_config.model_source (HF hub id, local path, s3:// / gs:// mirror);
+#   tokenizer_source -> model_loading_config.tokenizer_source; engine_kwargs -> LLMConfig.engine_kwargs
+#   (vLLM engine + frontend args, verbatim); deployment -> LLMConfig.deployment_config;
+#   accelerator_type -> LLMConfig.accelerator_type; gpus_per_replica: checked against tensor x
+#   pipeline parallel size; chat_template_kwargs: sent per request by the client (extra_body);
+#   runtime_env -> LLMConfig.runtime_env; placement_group_config -> the replica's bundles;
+#   language_only: a VL checkpoint's language model only (vLLM language_model_only).
+_VLLM_KEYS = frozenset(f.name for f in fields(VllmSection))
 # Keys accepted under vllm.deployment (Ray Serve deployment options LLMConfig documents).
 _DEPLOYMENT_KEYS = {
     "name", "num_replicas", "ray_actor_options", "max_ongoing_requests", "autoscaling_config",
@@ -90,23 +103,8 @@ class StagePackingError(ValueError):
     """A model needs more GPUs than the cluster has; the message names the model."""
 
 
-class ModelNotReady(TimeoutError):
-    """A deployed model did not come up in time (or its deployment failed); names the model."""
-
-
-def _placement_error() -> type:
-    from cluster.runtime import PlacementError
-
-    return PlacementError
-
-
-class UnplaceableModel(_placement_error()):  # type: ignore[misc]
-    """A replica the cluster cannot place: names the model, what it asks for and what is offered."""
-
-
-SERVE_NAMESPACE = "serve"
-QUIET_LOGS = {"log_level": "WARNING", "enable_access_log": False}  # as cluster.serving's apps
-PREFIX_TREE_ACTOR = "LlmPrefixTreeActor"  # Ray's name for the prefix router's detached actor
+INGRESS_DEPLOYMENT = "OpenAiIngress"
+ROUTES = ("/v1/models", "/v1/chat/completions", "/v1/completions")  # those the harnesses use
 # Ray's ingress ends a non-streaming request after RAY_SERVE_LLM_ROUTER_HTTP_TIMEOUT (600 s
 # by default) with HTTP 408; it is raised above serving.request_timeout_s by this margin so
 # the client's own per-call timeout is the one that fires.
@@ -121,20 +119,22 @@ PREFIX_ROUTER_DEFAULTS = {"do_eviction": True, "eviction_threshold_chars": 400_0
 
 
 def _plain(obj: Any) -> Any:
-    """DictConfig/ListConfig -> plain containers (resolved); everything else unchanged."""
-    try:
-        from omegaconf import DictConfig, ListConfig, OmegaConf
-    except ImportError:  # pragma: no cover - omegaconf is a dependency
-        return copy.deepcopy(obj)
+    """DictConfig/ListConfig -> plain containers (resolved), a dataclass -> its dict; else a copy."""
+    from omegaconf import DictConfig, ListConfig, OmegaConf
+
     if isinstance(obj, (DictConfig, ListConfig)):
         return OmegaConf.to_container(obj, resolve=True)
+    if is_dataclass(obj) and not isinstance(obj, type):
+        return asdict(obj)
     return copy.deepcopy(obj)
 
 
 def _serving_section(cfg: Any) -> dict[str, Any]:
-    """Accept the whole sweep config or its ``serving`` section (or None)."""
+    """Accept the whole sweep config or its ``serving`` section (or None), typed or plain."""
     if cfg is None:
         return {}
+    if not isinstance(cfg, Mapping) and hasattr(cfg, "serving"):
+        cfg = cfg.serving
     plain = _plain(cfg)
     if not isinstance(plain, Mapping):
         raise TypeError(f"serving config must be a mapping, got {type(cfg).__name__}")
@@ -152,8 +152,6 @@ def _name(model_cfg: Mapping[str, Any]) -> str:
 
 def _vllm_section(model_cfg: Mapping[str, Any]) -> dict[str, Any]:
     name = _name(model_cfg)
-    if model_cfg.get("backend") != "vllm":
-        raise ModelConfigError(f"model {name!r}: backend is {model_cfg.get('backend')!r}, not 'vllm'")
     vc = model_cfg.get("vllm")
     if not isinstance(vc, Mapping):
         raise ModelConfigError(f"model {name!r}: missing 'vllm' section")
@@ -340,7 +338,7 @@ def _llm_config_class() -> type:
     try:
         from ray.serve.llm import LLMConfig
     except ImportError:
-        from ray.llm._internal.serve.core.configs.llm_config import LLMConfig
+        from ray.llm._internal.serve.core.configs.llm_config import LLMConfig  # type: ignore[assignment]
     return LLMConfig
 
 
@@ -387,16 +385,6 @@ def serve_app_config(model_cfgs: Iterable[Mapping[str, Any]], cfg: Any = None, *
     """One application entry of a Serve config file (``serve deploy`` / RayService serveConfigV2)."""
     return {"name": name, "route_prefix": route_prefix, "import_path": BUILDER_IMPORT_PATH,
             "args": serving_args(model_cfgs, cfg)}
-
-
-INGRESS_DEPLOYMENT = "OpenAiIngress"
-SERVER_PREFIX = "LLMServer:"
-ROUTES = ("/v1/models", "/v1/chat/completions", "/v1/completions")  # those the harnesses use
-
-
-def server_deployment_name(model_id: str) -> str:
-    """The name ``ray.serve.llm`` gives a model's ``LLMServer`` deployment (its builder's rule)."""
-    return SERVER_PREFIX + model_id.replace("/", "--").replace(".", "_")
 
 
 def stage_deployments(model_cfgs: Iterable[Mapping[str, Any]], cfg: Any = None) -> dict[str, dict[str, Any]]:
@@ -474,7 +462,7 @@ def build_standin_app(model_cfgs: Iterable[Mapping[str, Any]], cfg: Any = None) 
     accelerator type, strategy, replicas, max_ongoing_requests) and ingress options, whose
     replicas answer with the simulated policy. Needs no vLLM: it rehearses placement, stages,
     readiness and teardown on a cluster with fake GPUs (``ray start --num-gpus=4``)."""
-    from cluster.serving import standin_app
+    from cluster.sim_serving import standin_app  # Serve deployments: imported when a stage is built
 
     models = [_plain(m) for m in model_cfgs]
     configs = serving_args(models, cfg)["llm_configs"]  # the same checks as the real app
@@ -486,18 +474,12 @@ def build_standin_app(model_cfgs: Iterable[Mapping[str, Any]], cfg: Any = None) 
     return standin_app(placements, ingress_deployment_config(cfg))
 
 
-def _endpoint_cls() -> Any:
-    from cluster.serving import Endpoint
-
-    return Endpoint
-
-
 def deploy_stage(model_cfgs: Iterable[Mapping[str, Any]], cfg: Any = None, *, app_name: str = APP_NAME,
                  host: str = "127.0.0.1", ready_timeout_s: float | None = None,
-                 poll_s: float = 2.0) -> dict[str, Any]:
+                 poll_s: float = 2.0, standin: bool | None = None) -> dict[str, Endpoint]:
     """Check placement, ``serve.run`` the stage's app without blocking, wait until it is ready
-    (:func:`wait_app_ready`). With ``serving.standin`` the app is the stand-in one
-    (:func:`build_standin_app`: same placement, simulated answers). A failed or timed-out
+    (:func:`wait_app_ready`). With ``standin`` (None: ``serving.standin``) the app is the stand-in
+    one (:func:`build_standin_app`: same placement, simulated answers). A failed or timed-out
     deploy is torn down before the error propagates. Returns name -> Endpoint."""
     from ray import serve
 
@@ -506,7 +488,7 @@ def deploy_stage(model_cfgs: Iterable[Mapping[str, Any]], cfg: Any = None, *, ap
     port = int(serving.get("http_port", 8000))
     timeout = float(ready_timeout_s if ready_timeout_s is not None else serving.get("ready_timeout_s", 900))
     check_placement(models, cfg)
-    standin = bool(serving.get("standin"))
+    standin = bool(serving.get("standin")) if standin is None else standin
     app = build_standin_app(models, cfg) if standin else build_llm_app(models, cfg)
     try:
         serve.run_many([serve.RunTarget(app, name=app_name, route_prefix="/", logging_config=QUIET_LOGS)],
@@ -519,12 +501,19 @@ def deploy_stage(model_cfgs: Iterable[Mapping[str, Any]], cfg: Any = None, *, ap
         except Exception as exc:
             print(f"[serving] teardown of {app_name!r} after a failed deploy failed too: {exc}", flush=True)
         raise
-    Endpoint = _endpoint_cls()
+    return stage_endpoints(models, cfg, base_url=base_url, app_name=app_name, simulated=standin)
+
+
+def stage_endpoints(model_cfgs: Iterable[Mapping[str, Any]], cfg: Any = None, *, base_url: str,
+                    app_name: str = APP_NAME, simulated: bool = False) -> dict[str, Endpoint]:
+    """How workers reach a deployed stage's models: one URL, the model's name as its id, the
+    per-call timeout ``serving.request_timeout_s``, and ``vllm.chat_template_kwargs`` sent with
+    every request."""
+    per_call = float(_serving_section(cfg).get("request_timeout_s", 1800.0))
     eps = {}
-    per_call = float(serving.get("request_timeout_s", 1800.0))
-    for m in models:
-        ctk = dict(m["vllm"].get("chat_template_kwargs") or {})
-        eps[_name(m)] = Endpoint(name=_name(m), base_url=base_url, model_id=_name(m), simulated=standin,
+    for m in (_plain(m) for m in model_cfgs):
+        ctk = dict(_vllm_section(m).get("chat_template_kwargs") or {})
+        eps[_name(m)] = Endpoint(name=_name(m), base_url=base_url, model_id=_name(m), simulated=simulated,
                                  api_key_env=None, timeout_s=per_call, max_retries=4,
                                  extra_body={"chat_template_kwargs": ctk} if ctk else {}, app_name=app_name)
     return eps
@@ -574,7 +563,7 @@ def describe_request(pl: Mapping[str, Any]) -> str:
             f"{acc}, placement {pl['strategy']} ({where})")
 
 
-def plan_placement(models: list[Mapping[str, Any]], cfg: Any, nodes: list[dict[str, float]]) -> list[str]:
+def plan_placement(models: Sequence[Mapping[str, Any]], cfg: Any, nodes: Sequence[Mapping[str, float]]) -> list[str]:
     """Problems placing a stage on ``nodes`` (free resources per node): every model's
     ``min_replicas`` replicas, then the ingress, then one prefix-tree actor per model when
     prefix routing is on. Empty when everything fits. Pure (tests give it node dicts)."""
@@ -608,112 +597,18 @@ def _free_nodes() -> list[dict[str, float]]:
         return node_resources()
 
 
-def check_placement(models: list[Mapping[str, Any]], cfg: Any = None,
-                    nodes: list[dict[str, float]] | None = None) -> None:
+def check_placement(models: Sequence[Mapping[str, Any]], cfg: Any = None,
+                    nodes: Sequence[Mapping[str, float]] | None = None) -> None:
     """Refuse, before deploying, a stage the cluster cannot place (it would pend forever)."""
     from cluster.runtime import describe_nodes
 
-    nodes = _free_nodes() if nodes is None else nodes
+    nodes = _free_nodes() if nodes is None else [dict(n) for n in nodes]
     problems = plan_placement(models, cfg, nodes)
     if problems:
         raise UnplaceableModel(f"cannot place the stage: {'; '.join(problems)}; the cluster has free: "
                                f"{describe_nodes(nodes)} (set serving.accelerator_type, serving.cpus_per_gpu "
                                f"or cluster.executors, or add nodes)")
 
-
-# -- readiness ----------------------------------------------------------------------------
-
-
-def _status_value(s: Any) -> str:
-    return str(getattr(s, "value", s))
-
-
-def app_state(app_name: str) -> tuple[str, str]:
-    """(status, message) of a Serve application; ("NOT_FOUND", "") when absent."""
-    from ray import serve
-
-    app = serve.status().applications.get(app_name)
-    if app is None:
-        return "NOT_FOUND", ""
-    status = _status_value(app.status)
-    msgs = [f"{d}: {s.message}" for d, s in app.deployments.items() if s.message]
-    return status, "; ".join(msgs) or str(app.message or "")
-
-
-def probe_model(base_url: str, model_id: str, timeout_s: float = 120.0) -> str | None:
-    """One 1-token chat request; None when it succeeds, else why not."""
-    import httpx
-
-    body = {"model": model_id, "messages": [{"role": "user", "content": "ready?"}], "max_tokens": 1,
-            "temperature": 0.0}
-    try:
-        r = httpx.post(f"{base_url}/chat/completions", json=body, timeout=timeout_s)
-    except httpx.HTTPError as exc:
-        return f"{type(exc).__name__}: {exc}"
-    return None if r.status_code == 200 else f"HTTP {r.status_code}: {r.text[:200]}"
-
-
-UNSCHEDULED_HINT = "to be scheduled"  # Serve's message for replicas the cluster cannot place
-
-
-def wait_app_ready(app_name: str, base_url: str, model_ids: list[str], timeout_s: float, *,
-                   poll_s: float = 2.0) -> None:
-    """Ready = ``serve.status()`` says RUNNING and a 1-token request to every model succeeds.
-
-    ``/v1/models`` is not enough: the ingress answers it from the model cards while the
-    weights still load. Fails fast on DEPLOY_FAILED and on replicas Serve cannot schedule.
-    """
-    deadline = time.monotonic() + float(timeout_s)
-    last = "no status yet"
-    while True:
-        try:
-            status, msg = app_state(app_name)
-        except Exception as exc:
-            status, msg = "UNKNOWN", f"{type(exc).__name__}: {exc}"
-        if status == "DEPLOY_FAILED":
-            raise ModelNotReady(f"model(s) {model_ids} failed to deploy in Serve app {app_name!r}: {msg}")
-        if status in ("DEPLOYING", "NOT_FOUND") and UNSCHEDULED_HINT in msg:
-            raise UnplaceableModel(f"model(s) {model_ids} in Serve app {app_name!r} cannot be placed: {msg}")
-        if status == "RUNNING":
-            failures = {m: probe_model(base_url, m) for m in model_ids}
-            bad = {m: f for m, f in failures.items() if f}
-            if not bad:
-                return
-            last = "; ".join(f"{m}: {f}" for m, f in bad.items())
-        else:
-            last = f"app {status}" + (f": {msg}" if msg else "")
-        if time.monotonic() >= deadline:
-            raise ModelNotReady(f"model(s) {model_ids} not ready at {base_url} after {timeout_s:.0f}s "
-                                f"(last: {last}); raise serving.ready_timeout_s for large models")
-        time.sleep(poll_s)
-
-
-# -- teardown -----------------------------------------------------------------------------
-
-
-def prefix_tree_actors(app_name: str) -> list[tuple[str, str]]:
-    """(name, namespace) of the prefix router's detached actors that belong to ``app_name``."""
-    import ray
-
-    ns_prefix = f"{SERVE_NAMESPACE}::{app_name}::"
-    return [(a["name"], a["namespace"]) for a in ray.util.list_named_actors(all_namespaces=True)
-            if a["name"] == PREFIX_TREE_ACTOR and str(a["namespace"]).startswith(ns_prefix)]
-
-
-def teardown(app_name: str = APP_NAME) -> None:
-    """Delete the stage's Serve application (frees its GPUs for the next stage) and the
-    prefix-tree actors its router created (detached: they outlive ``serve.delete``)."""
-    import ray
-    from ray import serve
-
-    try:
-        serve.delete(app_name, _blocking=True)
-    finally:
-        for name, ns in prefix_tree_actors(app_name):
-            try:
-                ray.kill(ray.get_actor(name, namespace=ns), no_restart=True)
-            except ValueError:  # already gone
-                pass
 
 # -- stages ----------------------------------------------------------------------------
 

@@ -19,13 +19,10 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from cluster.serving import Endpoint, call_meta
+from cluster.endpoint import Endpoint
+from cluster.sim_serving import call_meta
 from evalcore.models.base import CallMeta
 from evalcore.models.openai_backend import ChatCompletionsModel, TransportFailure, meta_headers
-
-HANDLE_ROUTE = "handle"
-HTTP_ROUTE = "http"
-ROUTES = (HANDLE_ROUTE, HTTP_ROUTE)
 
 
 class ServeHandleChatModel(ChatCompletionsModel):
@@ -85,4 +82,5 @@ def handle_client(ep: Endpoint) -> ServeHandleChatModel:
     deployment, app = ep.handle
     return ServeHandleChatModel(name=ep.name, model_id=ep.model_id, deployment=deployment, app=app,
                                 timeout_s=ep.timeout_s, max_retries=ep.max_retries,
-                                extra_body=dict(ep.extra_body or {}))
+                                extra_body=dict(ep.extra_body or {}),
+                                **({"backoff_s": ep.backoff_s} if ep.backoff_s is not None else {}))

@@ -42,6 +42,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from cluster.backends import BACKEND_KEY, is_simulated
 from cluster.config import SweepConfig, as_plain, overlay
 from cluster.ledger import Ledger, open_filesystem
 from cluster.ledger import _version as _ledger_version
@@ -209,7 +210,7 @@ def run_params(resolved: Mapping[str, Any], model: str, method: str, fingerprint
     budgets = as_plain(overlay(Budgets(**resolved.get("budgets", {})), method_cfg.get("budgets") or {}))
     budgets.pop("exec_limits")  # logged as limits.*
     params: dict[str, Any] = {
-        "model": model, "method": method, "backend": mcfg.get("backend"), "family": mcfg.get("family"),
+        "model": model, "method": method, "backend": mcfg.get(BACKEND_KEY), "family": mcfg.get("family"),
         "size_b": mcfg.get("size_b"), "harness": method_cfg.get("harness"),
         "grading_profile": resolved.get("grading", {}).get("profile"),
         "benchmarks": ",".join(resolved.get("benchmarks", [])),
@@ -337,7 +338,7 @@ class Tracker:
                   **plan_params(resolved)}
         self._log_params(parent_id, params)
         model_cfgs = resolved.get("model_configs", {}) or {}
-        simulated = {m for m in resolved.get("models", []) if (model_cfgs.get(m) or {}).get("backend") == "simulated"}
+        simulated = {m for m in resolved.get("models", []) if m in model_cfgs and is_simulated(model_cfgs[m])}
         if simulated & {m for m, _ in pairs}:
             client.set_tag(parent_id, SIMULATED_TAG, "true")
         for model, method in pairs:

@@ -16,8 +16,8 @@ from typing import Any
 
 import ray
 
+from cluster.endpoint import Endpoint
 from cluster.executors import RayExecutor, _Shared
-from cluster.serving import Endpoint
 from evalcore.harnesses.base import Budgets
 from evalcore.models.base import ModelError, Sampling
 from evalcore.models.contract import PromptContract
@@ -67,28 +67,14 @@ POOL_SHARDS = 8
 
 
 def build_client(ep: Endpoint) -> Any:
-    """A Serve-handle client for apps this cluster serves (``ep.handle``, serving.route=handle),
-    an HTTP client for other served endpoints; in-process backends (replay) via make_model."""
+    """A Serve-handle client for the apps this cluster deployed (``ep.handle``, set by
+    serving.route=handle); otherwise the endpoint's own client (HTTP for served endpoints,
+    in-process for replay) with every setting its backend gave the endpoint."""
     if ep.handle:
         from cluster.serve_handle import handle_client
 
         return handle_client(ep)
-    if ep.base_url:
-        from evalcore.models.openai_backend import OpenAIChatModel
-
-        return OpenAIChatModel(
-            name=ep.name,
-            base_url=ep.base_url,
-            model_id=ep.model_id,
-            api_key_env=ep.api_key_env,
-            timeout_s=ep.timeout_s,
-            max_retries=ep.max_retries,
-            extra_body=dict(ep.extra_body or {}),
-            pool_shards=POOL_SHARDS,
-        )
-    from evalcore.models import make_model
-
-    return make_model(dict(ep.model_cfg or {}))
+    return ep.client(pool_shards=POOL_SHARDS)
 
 
 @ray.remote(max_restarts=-1, max_task_retries=0, num_cpus=0)

@@ -42,32 +42,55 @@ def endpoint_line(ep: Any) -> str:
     return f"{ep.name}: base_url={ep.base_url} model={ep.model_id}{key}{sim}"
 
 
-def stand_up(cfg: Any) -> tuple[dict[str, Any], list[str]]:
-    """Deploy (or point at) every configured model; returns endpoints and the Serve apps we own."""
-    from cluster import serving
+def stage_models(cfg: Any) -> list[dict[str, Any]]:
+    """The configured models as plain data, in order; each must have an endpoint to print."""
+    from cluster.backends import backend_of
     from cluster.config import as_plain, model_config
 
     models = [as_plain(model_config(str(n))) for n in cfg.models]
-    vllm = [m for m in models if m["backend"] == "vllm"]
-    others = [m for m in models if m["backend"] != "vllm"]
-    for m in others:
-        if m["backend"] not in ("simulated", "openai"):
+    for m in models:
+        if backend_of(m, cfg.serving).in_process:
             raise SystemExit(f"model {m['name']!r}: backend {m['backend']!r} has no endpoint to serve")
-    if vllm:
-        import ray
+    return models
 
-        from cluster import llm_serving
 
-        gpus = cfg.serving.gpus
-        gpus = int(gpus if gpus is not None else ray.cluster_resources().get("GPU", 0))
-        stages = llm_serving.pack_stages(vllm, gpus)
-        if len(stages) > 1:
-            raise SystemExit(f"the vLLM models do not fit {gpus} GPUs at once (stages: {stages}); "
-                             "serve fewer models per command")
+def stand_up(cfg: Any) -> tuple[dict[str, Any], list[str]]:
+    """Deploy (or point at) every configured model as one stage of a sweep would (the sweep's own
+    ``plan_stages`` and ``deploy_stage``); returns endpoints and the Serve apps we own."""
+    from cluster import serving
+
+    models = stage_models(cfg)
+    stages = serving.plan_stages(models, cfg)
+    gpu_stages = stages[1:] if any(not _on_gpus(m, cfg) for m in models) else stages
+    if len(gpu_stages) > 1:
+        raise SystemExit(f"the GPU models do not fit the GPUs at once (stages: {gpu_stages}); "
+                         "serve fewer models per command")
     # One stage: placement checked, ready = RUNNING + a 1-token answer, torn down on failure.
     eps = serving.deploy_stage(models, cfg)
     apps = sorted({ep.app_name for ep in eps.values() if ep.app_name})
     return eps, apps
+
+
+def _on_gpus(model: dict[str, Any], cfg: Any) -> bool:
+    from cluster.backends import backend_of
+
+    return backend_of(model, cfg.serving).on_gpus
+
+
+def preflight(cfg: Any) -> tuple[bool, str | None]:
+    """Before starting Ray: (whether any model needs this Ray cluster, why one cannot run here)."""
+    from cluster.backends import backend_of
+    from cluster.config import model_config
+    from cluster.llm_serving import VLLMNotInstalled
+
+    backends = {str(n): backend_of(model_config(str(n)), cfg.serving) for n in cfg.models}
+    for name, b in backends.items():
+        try:  # say what to install, not a traceback from a replica
+            b.preflight()
+        except VLLMNotInstalled as exc:
+            same = sorted(n for n, o in backends.items() if o is b)
+            return True, f"cannot serve {same or [name]}: {exc}"
+    return any(b.serve for b in backends.values()), None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -83,17 +106,10 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"config error: {exc}", file=sys.stderr)
         return 2
-    backends = {str(n): model_backend(str(n)) for n in cfg.models}
-    if "vllm" in backends.values() and not bool(cfg.serving.standin):  # stand-ins need no vLLM
-        from cluster.llm_serving import VLLMNotInstalled, require_vllm
-
-        try:  # before starting Ray: say what to install, not a traceback from a replica
-            require_vllm()
-        except VLLMNotInstalled as exc:
-            vl = sorted(n for n, b in backends.items() if b == "vllm")
-            print(f"cannot serve {vl}: {exc}", file=sys.stderr)
-            return 3
-    needs_ray = any(b in ("vllm", "simulated") for b in backends.values())
+    needs_ray, cannot = preflight(cfg)
+    if cannot:
+        print(cannot, file=sys.stderr)
+        return 3
     rt = None
     if needs_ray:
         from cluster import runtime
@@ -132,12 +148,6 @@ def main(argv: list[str] | None = None) -> int:
 
             runtime.disconnect(rt)
     return 0
-
-
-def model_backend(name: str) -> str:
-    from cluster.config import model_config
-
-    return str(model_config(name).backend)
 
 
 if __name__ == "__main__":

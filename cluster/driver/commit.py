@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
+from cluster.backends import is_simulated
 from cluster.driver.prepare import Prepared
 from cluster.ledger import CommitError, Ledger, LedgerError, error_row, trajectory_row
 from cluster.plan import PlanItem
@@ -83,7 +84,7 @@ def build_row(prep: Prepared, item: PlanItem, out: Outcome) -> tuple[dict[str, A
     if out.error is not None:
         sampling, _ = prep.run_params(item.model, item.method)
         simulated = bool(out.traj.simulated) if out.traj is not None else \
-            prep.model_cfgs[item.model].get("backend") == "simulated"
+            is_simulated(prep.model_cfgs[item.model])
         row = error_row(item, out.error, out.attempts, sweep=sweep, seed=sampling.seed_for(item.sample),
                         simulated=simulated, profile=profile, fingerprint=item.fingerprint)
         return row, False

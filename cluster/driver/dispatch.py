@@ -21,8 +21,8 @@ from cluster.driver.commit import Committer, build_row
 from cluster.driver.prepare import Prepared
 from cluster.driver.progress import Progress
 from cluster.driver.signals import StopState
+from cluster.endpoint import Endpoint
 from cluster.plan import PlanItem
-from cluster.serving import Endpoint
 from cluster.tracking import Tracker
 from cluster.workers import TrajectoryTask, WorkerFailure
 from evalcore.records import Trajectory

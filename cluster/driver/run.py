@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import defaultdict
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,18 +44,24 @@ def stages_for(prep: Prepared) -> list[list[str]]:
     return [s for s in plan_stages(models, prep.cfg) if s]
 
 
-def serves_on_gpus(cfg: SweepConfig) -> bool:
-    """Whether the sweep deploys vLLM models (or their stand-ins), which need CPUs beside GPUs."""
-    return any(cconf.model_config(m).backend == "vllm" for m in cfg.models)
+def serves_on_gpus(cfg: SweepConfig, model_cfgs: Mapping[str, Mapping[str, Any]] | None = None) -> bool:
+    """Whether the sweep deploys vLLM models (or their stand-ins), which need CPUs beside GPUs.
+    ``model_cfgs``: the configs ``prepare`` already read (no config file is read again once
+    Ray runs: a job's working directory can be re-unpacked under it)."""
+    from cluster.backends import serves_on_gpus as on_gpus
+
+    if model_cfgs is not None:
+        return on_gpus(list(model_cfgs.values()))
+    return on_gpus([cconf.model_config(m) for m in cfg.models])
 
 
-def executor_count(cfg: SweepConfig) -> int:
+def executor_count(cfg: SweepConfig, model_cfgs: Mapping[str, Mapping[str, Any]] | None = None) -> int:
     """Executors to start: the ``opteval_executor`` slots the cluster offers (never GPU nodes'
     CPUs that serving needs), or ``cluster.executors`` when it fits; else a PlacementError."""
     nodes = node_resources()
     s = cfg.serving
     slots = executor_slots(nodes, cfg.cluster.executor_cpus, cpus_per_gpu=s.cpus_per_gpu,
-                           ingress_cpus=s.ingress_cpus, gpu_serving=serves_on_gpus(cfg))
+                           ingress_cpus=s.ingress_cpus, gpu_serving=serves_on_gpus(cfg, model_cfgs))
     if slots < 1:
         raise PlacementError(
             f"no executor can be placed: no node offers the {EXECUTOR_RESOURCE!r} resource with "
@@ -76,7 +82,7 @@ def start_actors(prep: Prepared) -> tuple[list[Any], list[Any]]:
     from cluster.workers import start_workers
 
     c, name, limits = prep.cfg.cluster, prep.cfg.sweep.name, prep.cfg.limits
-    n = executor_count(prep.cfg)
+    n = executor_count(prep.cfg, prep.model_cfgs)
     execs = start_executors(name, n, c.executor_cpus, limits, prep.cfg.solvers, c.sandbox_pool)
     if prep.ledger is not None and not prep.ledger.read_only:
         prep.ledger.record_manifest_section("executors", executor_environment(execs[0]))
@@ -135,7 +141,7 @@ async def run_stages(prep: Prepared, workers: list[Any], committer: Committer, p
             await disp.run_stage(dict(by_model), endpoints)
             await committer.flush(force=True)
         finally:
-            apps = await asyncio.to_thread(teardown_stage, endpoints, models)
+            apps = await asyncio.to_thread(teardown_stage, endpoints, models, prep.cfg.serving)
             print(f"[sweep] stage {stage}: torn down (Serve apps deleted: {', '.join(apps) or 'none'})", flush=True)
 
 

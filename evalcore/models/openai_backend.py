@@ -27,6 +27,7 @@ import logging
 import os
 import random
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
@@ -54,8 +55,22 @@ REJECTED = "rejected"
 # Any other 4xx (401/403 key, 404 wrong URL or model id, 405 ...) is a configuration fault of
 # the endpoint: ModelError at once (retrying cannot help), recorded as infrastructure.
 MAX_BACKOFF_S = 60.0
+DEFAULT_BACKOFF_S = 1.0
 # Many requests in flight from one worker to one endpoint: keep the pool wide.
 POOL_LIMITS = httpx.Limits(max_connections=2048, max_keepalive_connections=512, keepalive_expiry=60.0)
+
+
+@dataclass
+class OpenAISection:
+    """A model config's ``openai`` section: where an OpenAI-compatible server is and how to
+    call it. The flat client config (``make_model``) takes these keys plus ``extra_body``."""
+
+    base_url: str | None = None  # with the API prefix, e.g. http://host:8000/v1
+    model_id: str | None = None  # the request's ``model``
+    api_key_env: str = "OPENAI_API_KEY"  # variable holding the key; unset = no Authorization header
+    timeout_s: float = 600.0  # per attempt
+    max_retries: int = 4  # retries of infrastructure failures (408, 429, 5xx, connection)
+    backoff_s: float | None = None  # first retry delay (doubles, jittered); None = DEFAULT_BACKOFF_S
 
 
 class TransportFailure(Exception):
@@ -80,7 +95,7 @@ class ChatCompletionsModel:
         target: str,
         timeout_s: float = 600,
         max_retries: int = 4,
-        backoff_s: float = 1.0,
+        backoff_s: float = DEFAULT_BACKOFF_S,
         extra_body: dict[str, Any] | None = None,
     ) -> None:
         if not model_id:

@@ -445,14 +445,13 @@ class SimulatedModel:
 
     # config ------------------------------------------------------------------------------
     CONFIG_KEYS = frozenset({"name", "backend", "policy", "skill", "ttft_s", "tokens_per_s", "report_usage"})
-    IGNORED_KEYS = frozenset({"serving", "engine_kwargs", "deployment", "description"})
 
     @classmethod
     def from_config(cls, cfg: Mapping[str, Any]) -> SimulatedModel:
         """Build from a model config: ``{name, backend: simulated, policy, skill: {...}, ttft_s,
         tokens_per_s, report_usage}``. Unknown keys are an error naming them."""
         cfg = dict(cfg)
-        unknown = sorted(set(cfg) - cls.CONFIG_KEYS - cls.IGNORED_KEYS)
+        unknown = sorted(set(cfg) - cls.CONFIG_KEYS)
         if unknown:
             raise ValueError(f"simulated model config: unknown key(s) {unknown}; allowed {sorted(cls.CONFIG_KEYS)}")
         skill_cfg = dict(cfg.get("skill") or {})

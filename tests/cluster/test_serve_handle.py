@@ -155,14 +155,12 @@ def test_a_sweep_commits_the_same_trajectories_through_either_route(ray_cluster,
                                                                   frames["handle"][col].tolist())
 
 
-def test_a_bad_route_is_a_config_error_naming_the_key(ray_cluster, h, tmp_path):
+def test_a_bad_route_is_a_config_error_naming_the_key(tmp_path):
+    """Checked when the config is loaded, before any cluster starts."""
     from cluster.config import ConfigError
 
-    _, port = ray_cluster
-    cfg = load_config(h.sweep_args(tmp_path, "route-bad", port, "serving.route=carrier-pigeon",
-                                   "tracking.enabled=false", methods="[direct]", limit=1))
-    with pytest.raises(ConfigError, match="serving.route"):
-        run_sweep(cfg)
+    with pytest.raises(ConfigError, match=r"serving.route: 'carrier-pigeon' is not one of handle, http"):
+        load_config([f"sweep.output_dir={tmp_path}", "serving.route=carrier-pigeon"])
 
 
 def test_a_standin_replica_answers_the_same_through_its_handle(ray_cluster):

@@ -94,4 +94,4 @@ def test_direct_harness_sees_a_rejected_call_and_ends_without_submission(fake_se
                          budgets=Budgets(), model_name="m", method="direct", extraction="submit")
     traj = asyncio.run(Direct().run(spec, ctx))
     assert traj.status != "error" and traj.submission is None
-    assert len(traj.calls) == 1 and traj.calls[0].finish_reason.startswith("rejected: HTTP 400")
+    assert len(traj.calls) == 1 and (traj.calls[0].finish_reason or "").startswith("rejected: HTTP 400")

@@ -1,4 +1,5 @@
-"""make_model dispatch: the simulated backend is imported lazily, only when asked for."""
+"""make_model dispatch: the simulated backend is imported lazily, only when asked for; keys a
+backend does not take are refused."""
 from __future__ import annotations
 
 import sys
@@ -19,7 +20,7 @@ def test_simulated_backend_is_dispatched_lazily(monkeypatch):
             return cls()
 
     fake = types.ModuleType("evalcore.models.simulated")
-    fake.SimulatedModel = FakeSimulated
+    fake.SimulatedModel = FakeSimulated  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "evalcore.models.simulated", fake)
     model = make_model({"name": "sim", "backend": "simulated", "skill": {"correct": 0.5}})
     assert isinstance(model, FakeSimulated)
@@ -31,7 +32,12 @@ def test_missing_backend_names_key_and_model():
         make_model({"name": "x"})
 
 
-def test_deployment_keys_are_ignored_for_openai():
-    model = make_model({"name": "q", "backend": "openai", "base_url": "http://127.0.0.1:1/v1", "model_id": "m",
-                        "serving": {"num_replicas": 2}, "description": "a model"})
-    assert model.url == "http://127.0.0.1:1/v1/chat/completions"
+def test_keys_outside_the_schema_are_refused_not_ignored():
+    """A key no backend reads would do nothing: it is an error naming it, for every backend."""
+    with pytest.raises(ValueError, match=r"unknown key\(s\) \['description', 'serving'\] for backend 'openai'"):
+        make_model({"name": "q", "backend": "openai", "base_url": "http://127.0.0.1:1/v1", "model_id": "m",
+                    "serving": {"num_replicas": 2}, "description": "a model"})
+    with pytest.raises(ValueError, match=r"unknown key\(s\) \['engine_kwargs'\] for backend 'replay'"):
+        make_model({"name": "r", "backend": "replay", "path": "x.jsonl", "engine_kwargs": {}})
+    with pytest.raises(ValueError, match=r"unknown key\(s\) \['deployment'\]"):
+        make_model({"name": "s", "backend": "simulated", "deployment": {}})

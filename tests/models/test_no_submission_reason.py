@@ -9,14 +9,14 @@ PULP_PRINTS = ("```python\nimport pulp\np = pulp.LpProblem('t', pulp.LpMaximize)
 
 
 def test_orlm_on_pulp_code_names_the_missing_coptpy_model():
-    r = run_program(extract_code(PULP_PRINTS, "orlm"))
+    r = run_program(extract_code(PULP_PRINTS, "orlm") or "")
     assert extract_submission(r, "orlm") is None
     why = explain_no_submission(r, "orlm")
     assert "coptpy" in why and "--extraction stdout" in why
 
 
 def test_submit_and_failed_programs_say_why():
-    r = run_program(extract_code(PULP_PRINTS, "submit"))
+    r = run_program(extract_code(PULP_PRINTS, "submit") or "")
     assert extract_submission(r, "submit") is None and extract_submission(r, "stdout") == 4.0
     assert explain_no_submission(r, "submit") == "the program never called submit(...)"
     bad = run_program("raise ValueError('no data for x')")

@@ -164,7 +164,7 @@ def test_pool_shards_spread_concurrent_calls_over_several_clients(fake_server, m
             used.append(id(client))
             return client
 
-        model._client_for_loop = spy
+        model._client_for_loop = spy  # type: ignore[method-assign]
         out = await asyncio.gather(*(model.chat(MESSAGES, Sampling(), 42 + i) for i in range(20)))
         clients = list(model._clients)
         await model.aclose()
@@ -195,4 +195,5 @@ def test_make_model_accepts_dictconfig(fake_server):
     cfg = OmegaConf.create({"name": "q", "backend": "openai", "base_url": fake_server.base_url,
                             "model_id": "${name}-served", "extra_body": {"min_p": 0.1}})
     model = make_model(cfg)
+    assert isinstance(model, OpenAIChatModel)
     assert model.model_id == "q-served" and model.extra_body == {"min_p": 0.1}

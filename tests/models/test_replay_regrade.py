@@ -31,7 +31,7 @@ def published(tmp_path, completions):
         {"id": "prose", "completion": completions["no_code"]},
         {"id": "lp-wrong", "completion": completions["copt"](name="m")},
     ]
-    answers = [
+    answers: list[dict] = [
         {"id": "lp-opt", "answer": 12},
         {"id": "lp-infeasible", "answer": "No Best Solution"},
         {"id": "syntax", "answer": 7},
@@ -67,6 +67,7 @@ def test_regrade_details_in_process(published, tmp_path):
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("regrade_job", REGRADE)  # same entry point, in process
+    assert spec is not None and spec.loader is not None
     job = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = job  # dataclasses look their module up there
     spec.loader.exec_module(job)

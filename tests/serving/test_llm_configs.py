@@ -120,7 +120,9 @@ def test_prefix_cache_router_option():
     dc = DeploymentConfig(**routed.deployment_config)
     cls = dc.request_router_config.get_request_router_class()
     assert cls.__name__ == "PrefixCacheAffinityRouter"
-    public = Path(importlib.util.find_spec("ray").origin).parent / "serve" / "llm" / "request_router.py"
+    ray_spec = importlib.util.find_spec("ray")
+    assert ray_spec is not None and ray_spec.origin is not None
+    public = Path(ray_spec.origin).parent / "serve" / "llm" / "request_router.py"
     src = public.read_text()
     assert "class PrefixCacheAffinityRouter(_PrefixCacheAffinityRouter)" in src
     assert ls.PREFIX_ROUTER_CLASS.split(":")[0] in src
@@ -131,7 +133,7 @@ def test_stage_app_spec_is_a_valid_serve_config():
 
     models = [_cfg("Qwen3-4B"), _cfg("Qwen3.5-27B")]
     spec = ls.serve_app_config(models, {"serving": {"prefix_cache_routing": True}})
-    schema = ServeDeploySchema(applications=[spec])  # Serve's own schema of a config file
+    schema = ServeDeploySchema(applications=[spec])  # type: ignore[list-item]  # pydantic validates the dict  # Serve's own schema of a config file
     app = schema.applications[0]
     assert app.import_path == "ray.serve.llm:build_openai_app" and app.route_prefix == "/"
     ids = [c["model_loading_config"]["model_id"] for c in app.args["llm_configs"]]

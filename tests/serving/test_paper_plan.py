@@ -25,7 +25,7 @@ def test_paper_yaml_matches_the_protocol():
     s = cfg.sampling
     assert (s.temperature, s.top_p, s.top_k, s.max_tokens, s.base_seed) == (0.6, 0.95, 20, 16384, 42)
     # registry counts alone give the table's totals
-    per_mm = sum(REGISTRY[b].count * n for b, n in TABLE3.items())
+    per_mm = sum((REGISTRY[b].count or 0) * n for b, n in TABLE3.items())
     assert per_mm == 17852
 
 

@@ -27,9 +27,9 @@ def test_executor_resource_name_is_pinned():
 
 
 def test_executor_slots_come_from_the_resource_never_from_gpu_nodes():
-    head = {"CPU": 0}
-    cpu_node = {"CPU": 8, EXECUTOR_RESOURCE: 8}
-    gpu_node = {"CPU": 32, "GPU": 8}
+    head: dict[str, float] = {"CPU": 0}
+    cpu_node: dict[str, float] = {"CPU": 8, EXECUTOR_RESOURCE: 8}
+    gpu_node: dict[str, float] = {"CPU": 32, "GPU": 8}
     assert executor_slots([head, cpu_node, gpu_node], 1.0, gpu_serving=True) == 8
     assert executor_slots([head, cpu_node, gpu_node], 2.0, gpu_serving=True) == 4  # CPUs cap the offer
     assert executor_slots([gpu_node], 1.0, gpu_serving=True) == 0  # no offer, no executor
@@ -37,7 +37,7 @@ def test_executor_slots_come_from_the_resource_never_from_gpu_nodes():
 
 def test_single_node_with_gpus_keeps_serving_cpus_free():
     """The embedded cluster offers every CPU; a GPU sweep leaves cpus_per_gpu x GPUs + the ingress."""
-    node = {"CPU": 16, "GPU": 2, EXECUTOR_RESOURCE: 16}
+    node: dict[str, float] = {"CPU": 16, "GPU": 2, EXECUTOR_RESOURCE: 16}
     assert executor_slots([node], 1.0, cpus_per_gpu=2, ingress_cpus=1, gpu_serving=True) == 16 - 2 * 2 - 1
     assert executor_slots([node], 1.0, gpu_serving=False) == 16  # simulated sweeps need no reserve
 

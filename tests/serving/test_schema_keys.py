@@ -11,8 +11,10 @@ from cluster import llm_serving as ls
 from cluster.config import ServingSection, VllmSection
 
 ROOT = Path(__file__).resolve().parents[2]
-FILES = ["cluster/llm_serving.py", "cluster/serving.py", "jobs/serve.py",
-         *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "cluster" / "driver").glob("*.py"))]
+FILES = ["cluster/llm_serving.py", "cluster/serving.py", "cluster/sim_serving.py", "cluster/serve_apps.py",
+         "cluster/endpoint.py", "jobs/serve.py",
+         *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "cluster" / "driver").glob("*.py")),
+         *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "cluster" / "backends").glob("*.py"))]
 
 
 def test_serving_keys_read_by_the_code_are_in_the_schema():
@@ -23,6 +25,7 @@ def test_serving_keys_read_by_the_code_are_in_the_schema():
         read |= set(re.findall(r"serving\.get\(\"(\w+)\"", src))
         read |= set(re.findall(r"cfg\.serving\.(\w+)", src))
         read |= set(re.findall(r"\bs\.(cpus_per_gpu|ingress_cpus)\b", src))
+        read |= set(re.findall(r"\bserving\.(standin)\b", src))
     assert read, "the pattern found nothing: the test would pass vacuously"
     assert read <= declared, sorted(read - declared)
 

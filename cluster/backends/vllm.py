@@ -1,0 +1,69 @@
+"""``backend: vllm``: one ``ray.serve.llm`` application per stage on this cluster's GPUs, and its
+stand-in (``serving.standin``): the same placement answered by the simulated policy."""
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from cluster.backends.base import Backend, Where
+
+if TYPE_CHECKING:
+    from cluster.endpoint import Endpoint
+
+LLM_APP_NAME = "opteval-llm"
+
+
+class VllmBackend(Backend):
+    name = "vllm"
+    section = "vllm"
+    serve = True
+    on_gpus = True
+    standin = False  # whether the replicas answer with the simulated policy
+
+    def check(self, model: Mapping[str, Any], where: Where) -> None:
+        if not dict(model.get("vllm") or {}).get("source"):
+            raise where.error("vllm.source", "the vllm backend needs vllm.source")
+
+    def for_serving(self, serving: Any) -> Backend:
+        return STANDIN if serving is not None and bool(serving.standin) else self
+
+    def gpus(self, model: Mapping[str, Any]) -> int:
+        from cluster.llm_serving import stage_gpus
+
+        return stage_gpus(model)
+
+    def preflight(self) -> None:
+        from cluster.llm_serving import require_vllm
+
+        require_vllm()
+
+    def apps(self, models: Sequence[Mapping[str, Any]]) -> list[str]:
+        return [LLM_APP_NAME] if models else []
+
+    def deploy(self, models: list[dict[str, Any]], cfg: Any) -> dict[str, Endpoint]:
+        from cluster import llm_serving  # vLLM itself only when the app is built
+        from cluster.endpoint import client_host
+
+        return llm_serving.deploy_stage(models, cfg, app_name=LLM_APP_NAME, standin=self.standin,
+                                        host=client_host(str(cfg.serving.http_host)))
+
+
+class StandinBackend(VllmBackend):
+    """The vLLM placement (GPUs, CPUs, strategy, replicas) with simulated answers: rehearses
+    stages, placement, readiness and teardown on fake GPUs, without vLLM."""
+
+    name = "standin"
+    simulated = True
+    standin = True
+
+    def preflight(self) -> None:
+        """Stand-ins need no vLLM."""
+
+    def handle_target(self, ep: Endpoint) -> tuple[str, str] | None:
+        """Each model's StandinServer replica directly, past the stand-in ingress."""
+        from cluster.llm_serving import server_deployment_name
+
+        return (server_deployment_name(ep.model_id), ep.app_name) if ep.app_name else None
+
+
+STANDIN = StandinBackend()

@@ -1,0 +1,128 @@
+"""Serve applications' lifecycle, whatever serves in them: readiness (RUNNING and a 1-token
+answer), the errors a deploy ends in, and teardown with the prefix router's detached actors.
+
+A leaf of the serving modules: ``cluster.serving`` (simulated apps, stand-ins) and
+``cluster.llm_serving`` (vLLM apps) both use it, and neither imports the other through it.
+"""
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from cluster.runtime import PlacementError
+
+LLM_APP_NAME = "opteval-llm"  # the one ray.serve.llm application of a stage
+SERVE_NAMESPACE = "serve"
+# One access-log line per request would drown the progress line in `ray job logs`.
+QUIET_LOGS = {"log_level": "WARNING", "enable_access_log": False}
+PREFIX_TREE_ACTOR = "LlmPrefixTreeActor"  # Ray's name for the prefix router's detached actor
+SERVER_PREFIX = "LLMServer:"
+
+
+class ModelNotReady(TimeoutError):
+    """A deployed model did not come up in time (or its deployment failed); names the model."""
+
+
+class UnplaceableModel(PlacementError):
+    """A replica the cluster cannot place: names the model, what it asks for and what is offered."""
+
+
+def server_deployment_name(model_id: str) -> str:
+    """The name ``ray.serve.llm`` gives a model's ``LLMServer`` deployment (its builder's rule);
+    stand-ins take the same name."""
+    return SERVER_PREFIX + model_id.replace("/", "--").replace(".", "_")
+
+
+# -- readiness ----------------------------------------------------------------------------
+
+
+def _status_value(s: Any) -> str:
+    return str(getattr(s, "value", s))
+
+
+def app_state(app_name: str) -> tuple[str, str]:
+    """(status, message) of a Serve application; ("NOT_FOUND", "") when absent."""
+    from ray import serve
+
+    app = serve.status().applications.get(app_name)
+    if app is None:
+        return "NOT_FOUND", ""
+    status = _status_value(app.status)
+    msgs = [f"{d}: {s.message}" for d, s in app.deployments.items() if s.message]
+    return status, "; ".join(msgs) or str(app.message or "")
+
+
+def probe_model(base_url: str, model_id: str, timeout_s: float = 120.0) -> str | None:
+    """One 1-token chat request; None when it succeeds, else why not."""
+    import httpx
+
+    body = {"model": model_id, "messages": [{"role": "user", "content": "ready?"}], "max_tokens": 1,
+            "temperature": 0.0}
+    try:
+        r = httpx.post(f"{base_url}/chat/completions", json=body, timeout=timeout_s)
+    except httpx.HTTPError as exc:
+        return f"{type(exc).__name__}: {exc}"
+    return None if r.status_code == 200 else f"HTTP {r.status_code}: {r.text[:200]}"
+
+
+UNSCHEDULED_HINT = "to be scheduled"  # Serve's message for replicas the cluster cannot place
+
+
+def wait_app_ready(app_name: str, base_url: str, model_ids: list[str], timeout_s: float, *,
+                   poll_s: float = 2.0) -> None:
+    """Ready = ``serve.status()`` says RUNNING and a 1-token request to every model succeeds.
+
+    ``/v1/models`` is not enough: the ingress answers it from the model cards while the
+    weights still load. Fails fast on DEPLOY_FAILED and on replicas Serve cannot schedule.
+    """
+    deadline = time.monotonic() + float(timeout_s)
+    last = "no status yet"
+    while True:
+        try:
+            status, msg = app_state(app_name)
+        except Exception as exc:
+            status, msg = "UNKNOWN", f"{type(exc).__name__}: {exc}"
+        if status == "DEPLOY_FAILED":
+            raise ModelNotReady(f"model(s) {model_ids} failed to deploy in Serve app {app_name!r}: {msg}")
+        if status in ("DEPLOYING", "NOT_FOUND") and UNSCHEDULED_HINT in msg:
+            raise UnplaceableModel(f"model(s) {model_ids} in Serve app {app_name!r} cannot be placed: {msg}")
+        if status == "RUNNING":
+            failures = {m: probe_model(base_url, m) for m in model_ids}
+            bad = {m: f for m, f in failures.items() if f}
+            if not bad:
+                return
+            last = "; ".join(f"{m}: {f}" for m, f in bad.items())
+        else:
+            last = f"app {status}" + (f": {msg}" if msg else "")
+        if time.monotonic() >= deadline:
+            raise ModelNotReady(f"model(s) {model_ids} not ready at {base_url} after {timeout_s:.0f}s "
+                                f"(last: {last}); raise serving.ready_timeout_s for large models")
+        time.sleep(poll_s)
+
+
+# -- teardown -----------------------------------------------------------------------------
+
+
+def prefix_tree_actors(app_name: str) -> list[tuple[str, str]]:
+    """(name, namespace) of the prefix router's detached actors that belong to ``app_name``."""
+    import ray
+
+    ns_prefix = f"{SERVE_NAMESPACE}::{app_name}::"
+    return [(a["name"], a["namespace"]) for a in ray.util.list_named_actors(all_namespaces=True)
+            if a["name"] == PREFIX_TREE_ACTOR and str(a["namespace"]).startswith(ns_prefix)]
+
+
+def teardown(app_name: str = LLM_APP_NAME) -> None:
+    """Delete the stage's Serve application (frees its GPUs for the next stage) and the
+    prefix-tree actors its router created (detached: they outlive ``serve.delete``)."""
+    import ray
+    from ray import serve
+
+    try:
+        serve.delete(app_name, _blocking=True)
+    finally:
+        for name, ns in prefix_tree_actors(app_name):
+            try:
+                ray.kill(ray.get_actor(name, namespace=ns), no_restart=True)
+            except ValueError:  # already gone
+                pass

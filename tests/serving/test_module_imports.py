@@ -1,0 +1,76 @@
+"""Each serving module imports alone, and no import path (lazy imports included) leads from
+``cluster.llm_serving`` back to ``cluster.serving``; ``Endpoint`` lives in a leaf module."""
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+MODULES = ["cluster.endpoint", "cluster.serve_apps", "cluster.sim_serving", "cluster.serving", "cluster.llm_serving",
+           "cluster.backends", "cluster.config"]
+
+
+def _loaded_after_import(module: str) -> set[str]:
+    code = ("import importlib, json, sys; importlib.import_module(sys.argv[1]); "
+            "print(json.dumps(sorted(m for m in sys.modules if m.startswith(('cluster', 'ray')))))")
+    out = subprocess.run([sys.executable, "-c", code, module], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    return set(json.loads(out.stdout.strip().splitlines()[-1]))
+
+
+@pytest.mark.parametrize("module", MODULES)
+def test_module_imports_alone(module):
+    loaded = _loaded_after_import(module)
+    assert module in loaded
+    if module == "cluster.llm_serving":
+        assert "cluster.serving" not in loaded
+    if module in ("cluster.endpoint", "cluster.backends", "cluster.config"):  # plan_only runs never import Ray
+        assert not any(m == "ray" or m.startswith("ray.") for m in loaded), sorted(loaded)
+        assert not {"cluster.serving", "cluster.llm_serving", "cluster.sim_serving"} & loaded
+
+
+def _imports(path: Path) -> set[str]:
+    """Every cluster module ``path`` imports, at the top or inside a function."""
+    out: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("cluster"):
+            out.add(node.module)
+            out |= {f"{node.module}.{a.name}" for a in node.names}
+        elif isinstance(node, ast.Import):
+            out |= {a.name for a in node.names if a.name.startswith("cluster")}
+    return out
+
+
+def _graph() -> dict[str, set[str]]:
+    mods = {}
+    for p in (ROOT / "cluster").rglob("*.py"):
+        parts = p.relative_to(ROOT).with_suffix("").parts
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        mods[name] = p
+    return {m: {i for i in _imports(p) if i in mods and i != m} for m, p in mods.items()}
+
+
+def _reaches(graph: dict[str, set[str]], start: str, goal: str) -> list[str] | None:
+    seen, stack = {start}, [[start]]
+    while stack:
+        path = stack.pop()
+        for nxt in sorted(graph.get(path[-1], ())):
+            if nxt == goal:
+                return [*path, nxt]
+            if nxt not in seen:
+                seen.add(nxt)
+                stack.append([*path, nxt])
+    return None
+
+
+def test_no_import_path_from_llm_serving_back_to_serving():
+    graph = _graph()
+    assert "cluster.serving" in graph["cluster.driver.run"]  # the walk sees lazy imports
+    assert _reaches(graph, "cluster.llm_serving", "cluster.serving") is None, \
+        _reaches(graph, "cluster.llm_serving", "cluster.serving")
+    assert graph["cluster.endpoint"] == set()  # the leaf: Endpoint imports no cluster module
