@@ -170,6 +170,7 @@ def test_a_standin_replica_answers_the_same_through_its_handle(ray_cluster):
 
     from ray import serve
 
+    from cluster.backends import by_backend
     from cluster.llm_serving import server_deployment_name
     from cluster.serve_handle import handle_client
     from cluster.serving import Endpoint, standin_app, with_routes
@@ -183,11 +184,12 @@ def test_a_standin_replica_answers_the_same_through_its_handle(ray_cluster):
     try:
         base = Endpoint(name=model, base_url=f"http://127.0.0.1:{port}/standin-test/v1", model_id=model,
                         simulated=True, api_key_env="", app_name=app)
-        cfg = SimpleNamespace(serving=SimpleNamespace(route="handle", standin=True))
-        ep = with_routes({model: base}, [{"name": model, "backend": "vllm"}], cfg)[model]
+        models = [{"name": model, "backend": "vllm"}]
+        standin_on = SimpleNamespace(route="handle", standin=True)
+        ep = with_routes({model: base}, by_backend(models, standin_on), standin_on)[model]
         assert ep.handle == (server_deployment_name(model), app)  # the chat below proves it is the replica's name
-        assert with_routes({model: base}, [{"name": model, "backend": "vllm"}],
-                           SimpleNamespace(serving=SimpleNamespace(route="handle", standin=False)))[model].handle is None
+        standin_off = SimpleNamespace(route="handle", standin=False)  # a real vLLM app keeps its HTTP route
+        assert with_routes({model: base}, by_backend(models, standin_off), standin_off)[model].handle is None
         http = OpenAIChatModel(name=model, base_url=str(base.base_url), model_id=model, api_key_env="", max_retries=0)
         messages = [{"role": "user", "content": "Minimize x subject to x >= 3. Write a program."}]
         meta = CallMeta("direct", "act")
