@@ -128,7 +128,7 @@ def deploy_critic(source: str, http_port: int, route: str = ROUTE, replicas: int
     options: dict[str, Any] = {"num_replicas": max(1, int(replicas))}
     if num_gpus:
         options["ray_actor_options"] = {"num_cpus": 0, "num_gpus": float(num_gpus)}
-    app = RewardModelCritic.options(**options).bind(source, max_length, scorer)
+    app = RewardModelCritic.options(**options).bind(source, max_length, scorer)  # type: ignore[attr-defined]  # serve.deployment's stub returns the class; it is a Deployment
     serve.run(app, name=app_name, route_prefix=route, logging_config=QUIET_LOGS)
     return f"http://127.0.0.1:{int(http_port)}{route}"
 

@@ -227,12 +227,12 @@ def chunks(idx: list[int], count: int) -> list[list[int]]:
 
 
 def build_app(cfg: ServiceConfig) -> Any:
-    runner = SandboxRunner.options(
+    runner = SandboxRunner.options(  # type: ignore[attr-defined]  # serve.deployment's stub returns the class; it is a Deployment
         ray_actor_options={"num_cpus": cfg.executor_cpus},
         autoscaling_config=cfg.autoscaling(),
         max_ongoing_requests=cfg.slots * 4,
     ).bind(cfg.slots, cfg.limits())
-    return RewardService.bind(runner, cfg.chunk_count())
+    return RewardService.bind(runner, cfg.chunk_count())  # type: ignore[attr-defined]  # serve.deployment's stub returns the class; it is a Deployment
 
 
 def deploy(cfg: ServiceConfig, port: int, host: str = "127.0.0.1") -> str:

@@ -56,7 +56,7 @@ def test_reward_model_route_and_the_harness_scoring_through_it(ray_cluster):
                              params={"iterations": 1, "expansion": 2, "critic": {"kind": "reward_model", "url": url}})
         t = asyncio.run(get_harness("semopt").run(PROBLEM, ctx))
         critic_calls = [c for c in t.calls if c.stage == "critic"]
-        assert critic_calls and "critic" not in [m.stage for m in model.metas]
+        assert critic_calls and "critic" not in [m.stage for m in model.metas if m is not None]
         assert critic_calls[0].prompt_tokens is not None and len(t.transcript) == len(t.calls)
         first_entry = next(e["semopt"] for e in t.transcript if "semopt" in e)
         assert first_entry["R"] == pytest.approx(sigmoid(2.0 if accepted else -2.0))

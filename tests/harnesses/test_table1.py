@@ -23,7 +23,9 @@ def test_table1_yaml_is_nine_methods_on_two_backbones():
     assert list(cfg.models) == ["Qwen3-4B", "Qwen3.5-9B"]
     assert set(cfg.methods) == set(TABLE1_METHODS) and len(cfg.methods) == 9
     assert set(cfg.benchmarks) == set(TABLE1_BENCHMARKS)
-    per_mm = sum(REGISTRY[b].count * n for b, n in cfg.samples.per_benchmark.items())
+    counts = {b: REGISTRY[b].count for b in cfg.samples.per_benchmark}
+    assert None not in counts.values()
+    per_mm = sum(int(counts[b] or 0) * int(n) for b, n in cfg.samples.per_benchmark.items())
     assert per_mm * 9 * 2 == 321336
 
 
