@@ -1,5 +1,5 @@
 """A sweep of the three harnesses seen from a real OpenAI-compatible HTTP endpoint that records
-every request (issue 10's "done when"): the protocol's sampling fields, no marker in any message,
+every request: the protocol's sampling fields, no marker in any message,
 ledger tokens = what the server reported, per-stage request fields, and a multi-turn trajectory
 whose first cell is killed recovers and submits.
 """

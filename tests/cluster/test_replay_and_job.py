@@ -1,14 +1,14 @@
 """Two user paths no other test covers: a replayed run through the whole sweep, and ``ray job submit``.
 
-Replay (issue 3): ``backend: replay`` reproduces a run without a model. The worker binds the
+Replay: ``backend: replay`` reproduces a run without a model. The worker binds the
 replay model to each (problem, sample) with ``for_problem``; the ledger's outcomes must then be
 exactly what the recorded completions imply, tokens that were never reported stay null (not 0),
 the rows are not marked simulated, and a planned problem the recording lacks ends as a listed
 ``error`` row instead of hanging.
 
-Job submit (issue 4): what a user runs on a cluster, ``ray job submit --working-dir . -- python
+Job submit: what a user runs on a cluster, ``ray job submit --working-dir . -- python
 jobs/sweep.py ...``, against a throwaway head of our own (its own temp dir and ports), killed by
-the PIDs it started so the session's Ray and other engineers' clusters are never touched.
+the PIDs it started so no other Ray cluster on the machine is touched.
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""SemOPT's reward-model critic as a real Ray Serve deployment (issue 19, point 2).
+"""SemOPT's reward-model critic as a real Ray Serve deployment.
 
 Two tiers: (1) always: the real Serve route, batching and HTTP protocol, and the semopt harness
 scoring through it, with a labelled fake scorer (a keyword rule) where the model would be;
