@@ -33,7 +33,7 @@ CONTROL_TIMEOUT_S = 60.0  # open/close a session, ping
 DOWN_S = 30.0  # an executor that just failed is avoided this long while another is up
 PROBE_S = 5.0  # after DOWN_S, a ping must answer this fast before it gets work again
 # Notes of a ``killed`` ExecResult that mean the sandbox machinery failed, not the program
-# (evalcore.sandbox.server: ForkServer._lost, run_program, Session._open/run_cell; ours below).
+# (evalcore.sandbox.host: ForkServer._lost, run_program, Session._open/run_cell; ours below).
 INFRA_NOTES = ("fork server", "sandbox lost", "session lost", "session could not start", "executor lost")
 
 
@@ -59,10 +59,7 @@ class ExecutorActor:
 
     def __init__(self, slots: int = 1, default_limits: Limits | None = None,
                  solvers: tuple[str, ...] | None = None, pool_size: int = 2) -> None:
-        try:
-            from evalcore.sandbox import ForkServer
-        except ImportError:  # the package may not re-export it
-            from evalcore.sandbox.server import ForkServer
+        from evalcore.sandbox import ForkServer
         from evalcore.solvers import preimport_modules, validate
 
         self._default_limits = default_limits or Limits()

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from evalcore.sandbox import ForkServer, Limits
-from evalcore.sandbox.server import SandboxUnavailable
+from evalcore.sandbox.host import SandboxUnavailable
 
 WAIT_S = 60.0  # generous: the shared CI/dev machine can be heavily loaded
 
@@ -54,6 +54,7 @@ def _wait_count(fs: ForkServer, want: int, timeout: float = WAIT_S) -> list[int]
     """Wait until exactly ``want`` children exist, the same set for 0.3 s (a used child being
     torn down still carries the name for a moment)."""
     deadline = time.monotonic() + timeout
+    assert fs.pid is not None
     kids, since = _children(fs.pid), time.monotonic()
     while time.monotonic() < deadline:
         time.sleep(0.05)
