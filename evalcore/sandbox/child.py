@@ -200,6 +200,58 @@ def _drop_privileges(cfg: ChildConfig) -> None:
     linux.prctl(linux.PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
+WARM_PROGRAM = """\
+import pulp
+prob = pulp.LpProblem("warm", pulp.LpMaximize)
+x = pulp.LpVariable("x", 0)
+prob += x
+prob += x <= 1
+prob.solve(pulp.PULP_CBC_CMD(msg=0))
+"""
+
+
+WARM_UP_TIMEOUT_S = 10.0
+
+
+def _warm_up_timeout(signum: int, frame: Any) -> None:
+    raise TimeoutError("warm-up took too long")
+
+
+def _warm_up(cfg: ChildConfig) -> None:
+    """Run the request path once, with a tiny PuLP solve, before announcing ``ready``.
+
+    Why: a child is a copy-on-write fork of the warm server, and the first time it touches a
+    page of that heap (a reference count, a cache) the kernel copies the page; PuLP's solve
+    also spawns CBC, whose first start in a fresh process costs more than later ones. Doing it
+    here, while the child waits in the pool, takes that work off the request's path. Nothing of
+    it reaches the server or the program: the channel is detached (no model capture), output
+    goes to /dev/null, and its files are PuLP's temporary files, which it deletes. A warm-up
+    that hangs (a broken solver install) is cut off, and whatever it started is killed.
+    """
+    global _chan
+    chan, _chan = _chan, None
+    saved = (os.dup(1), os.dup(2))
+    null = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, 1)
+    os.dup2(null, 2)
+    signal.signal(signal.SIGALRM, _warm_up_timeout)
+    signal.setitimer(signal.ITIMER_REAL, WARM_UP_TIMEOUT_S)
+    try:
+        json.loads(json.dumps({"op": Op.RUN, "code": "", "limits": {}}))
+        code = WARM_PROGRAM if "pulp" in sys.modules else "pass\n"
+        _, exc = _execute(code, "<warm-up>", {"__name__": "__warm__"})
+        if exc == "TimeoutError" and cfg.namespaces:
+            os.kill(-1, signal.SIGKILL)  # only this run's PID namespace: a CBC left running
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, signal.SIG_DFL)
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        for fd in (*saved, null):
+            os.close(fd)
+        _chan = chan
+
+
 def child_main(cfg: ChildConfig, out_w: int, err_w: int, chan: socket.socket, req_r: int) -> NoReturn:
     """Entry point of a freshly forked child; never returns."""
     global _chan
@@ -225,6 +277,7 @@ def child_main(cfg: ChildConfig, out_w: int, err_w: int, chan: socket.socket, re
         sys.path[0] = cfg.workdir
         sys.argv = [os.path.join(cfg.workdir, "main.py")]
         builtins.submit = submit  # type: ignore[attr-defined]
+        _warm_up(cfg)
         emit({"t": ChildMsg.READY, "prep_ms": round((time.perf_counter() - t_start) * 1e3, 2)})
         _serve(cfg)
     except BaseException:

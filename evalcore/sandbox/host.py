@@ -28,6 +28,7 @@ from evalcore.sandbox.protocol import (
     Ctl,
     Op,
     limits_to_dict,
+    pack,
     recv_frame,
     result_from_dict,
     send_frame,
@@ -40,6 +41,7 @@ ENV_NAMESPACES = "OPTEVAL_SANDBOX_NAMESPACES"  # "0": force the uncontained fall
 ENV_ALLOW_UNCONTAINED = "OPTEVAL_SANDBOX_ALLOW_UNCONTAINED"  # "1": start even when nothing can contain
 HOST_GRACE_S = 30.0  # how long past the wall limit the host waits before declaring the run lost
 START_TIMEOUT_S = 120.0
+PRESEND_MAX = 64 * 1024  # requests up to this size are written before the server has the socket
 _PKG_ROOT = str(Path(__file__).resolve().parents[2])
 
 
@@ -210,14 +212,26 @@ class ForkServer:
 
     # ------------------------------------------------------------ conversations
 
-    def _open_job(self) -> tuple[socket.socket, int]:
+    def _open_job(self, first: Any) -> tuple[socket.socket, int]:
+        """A new conversation with the server, its first request ``first`` already sent.
+
+        A small request is written before the socket is handed over, so the server finds it
+        waiting and starts it at once (one wake-up less on the request's path); a large one
+        after (written before, it could fill the socket buffer with nobody reading yet).
+        """
+        data = pack(first)
         with self._lock:
             for attempt in (0, 1):
                 self._ensure()
                 a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
                 try:
                     assert self._ctl is not None
+                    early = len(data) <= PRESEND_MAX
+                    if early:
+                        a.sendall(data)
                     socket.send_fds(self._ctl, [Ctl.JOB.encode()], [b.fileno()])
+                    if not early:
+                        a.sendall(data)
                     return a, self._gen
                 except OSError:
                     a.close()
@@ -257,12 +271,11 @@ class ForkServer:
         limits = limits or Limits()
         t0 = time.monotonic()
         try:
-            sock, gen = self._open_job()
+            sock, gen = self._open_job({"op": Op.RUN, "code": code, "limits": limits_to_dict(limits)})
         except Exception as exc:
             return ExecResult(outcome=KILLED, contained=self.contained, note=f"fork server unavailable: {exc}")
         try:
             with sock:
-                send_frame(sock, {"op": Op.RUN, "code": code, "limits": limits_to_dict(limits)})
                 sock.settimeout(limits.wall_s + HOST_GRACE_S)
                 return result_from_dict(recv_frame(sock))
         except (ChannelClosed, OSError, ValueError, TypeError) as exc:
@@ -295,8 +308,7 @@ class Session:
 
     def _open(self) -> None:
         try:
-            sock, self._gen = self._server._open_job()
-            send_frame(sock, {"op": Op.OPEN})
+            sock, self._gen = self._server._open_job({"op": Op.OPEN})
             sock.settimeout(START_TIMEOUT_S)
             info = recv_frame(sock)
             self.contained = bool(info.get("contained"))

@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import socket
 import struct
-from dataclasses import asdict, fields
+from dataclasses import fields
 from enum import Enum, StrEnum
 from typing import Any
 
@@ -127,15 +127,17 @@ def split_frames(buf: bytearray) -> list[Any]:
     return out
 
 
+_LIMIT_FIELDS = tuple(f.name for f in fields(Limits))
+_RESULT_FIELDS = frozenset(f.name for f in fields(ExecResult))
+
+
 def limits_to_dict(limits: Limits) -> dict[str, Any]:
-    return asdict(limits)
+    return {name: getattr(limits, name) for name in _LIMIT_FIELDS}  # flat: no deep copy as asdict makes
 
 
 def limits_from_dict(d: dict[str, Any]) -> Limits:
-    names = {f.name for f in fields(Limits)}
-    return Limits(**{k: v for k, v in d.items() if k in names})
+    return Limits(**{k: v for k, v in d.items() if k in _LIMIT_FIELDS})
 
 
 def result_from_dict(d: dict[str, Any]) -> ExecResult:
-    names = {f.name for f in fields(ExecResult)}
-    return ExecResult(**{k: v for k, v in d.items() if k in names})
+    return ExecResult(**{k: v for k, v in d.items() if k in _RESULT_FIELDS})

@@ -29,6 +29,7 @@ CPU_WATCH_S = 0.25  # how often a running session cell's CPU time is checked
 REPLY_TIMEOUT_S = 30.0  # a host that does not read its answer this long is dropped
 SEND_TIMEOUT_S = 5.0  # a child that does not take its request this long is lost
 MAX_LIMIT_WARNINGS = 20
+REFILL_DEFER_S = 0.05  # longest a refill waits for the programs running to finish
 
 
 class EventLoop:
@@ -51,6 +52,7 @@ class EventLoop:
         self.jobs: set[Job] = set()
         self.running = True
         self.limit_warnings: set[str] = set()
+        self.refill_at = math.inf
         self.pool = Pool(self.sel, self, factory, contained, userns, netns_per_run, proc_fd, pool_size)
 
     def max_retries(self) -> int:
@@ -72,6 +74,7 @@ class EventLoop:
             job = Job(sock)
             self.jobs.add(job)
             self.sel.register(sock, selectors.EVENT_READ, lambda job=job: self._on_job(job))
+            self._on_job(job)  # the host wrote a small first request before passing the socket
 
     def _on_job(self, job: Job) -> None:
         if job not in self.jobs:
@@ -330,13 +333,33 @@ class EventLoop:
                 nearest = min(nearest, now + CPU_WATCH_S)
         return nearest
 
+    def refill_due(self) -> float:
+        """When to ask for the next child: 0 now, ``math.inf`` not needed.
+
+        While a program runs and another child is ready for the next request, the fork and
+        preparation of a replacement would only compete with that program for the CPU (two
+        cores here): it waits until no program runs, or ``REFILL_DEFER_S`` at most.
+        """
+        if not self.pool.needs_refill(len(self.waiting)):
+            self.refill_at = math.inf
+            return math.inf
+        if self.waiting or not self.pool.any_usable() or not any(job.active for job in self.jobs):
+            return 0.0
+        if self.refill_at == math.inf:
+            self.refill_at = time.monotonic() + REFILL_DEFER_S
+        return max(0.0, self.refill_at - time.monotonic())
+
     def run(self) -> None:
         while self.running:
             nearest = self.check_deadlines()
+            due = self.refill_due()
+            needs_refill = due == 0.0
+            if not needs_refill:
+                nearest = min(nearest, time.monotonic() + due)
             timeout = None if nearest == math.inf else max(0.0, nearest - time.monotonic())
-            needs_refill = self.pool.needs_refill(len(self.waiting))
             events = self.sel.select(0 if needs_refill else timeout)
             if not events and needs_refill:
+                self.refill_at = math.inf
                 self.pool.refill()
                 continue
             for key, _ in events:

@@ -44,8 +44,10 @@ def warm_solvers(loaded: list[str]) -> None:
 
     Their first solve in a process pulls in lazily imported modules and builds caches; doing
     it once here means no forked child pays for it (measured: the child's first PuLP solve
-    drops by several ms). HiGHS is not warmed: it would start a thread pool in the server,
-    and the server must stay single-threaded to fork and unshare safely.
+    drops by several ms; each prepared child also runs one PuLP solve of its own before it
+    says ready, ``child._warm_up``). HiGHS is not warmed: it would start a thread pool in the
+    server, which must stay single-threaded to fork and unshare safely (and in a child, whose
+    threads count against its process limit).
     """
     if "pulp" in loaded:
         try:
