@@ -32,7 +32,11 @@ MAX_NOTES = 20
 
 
 class Job:
-    """One host conversation: a one-shot run or a session (a series of cells)."""
+    """One host conversation: a one-shot run or a session (a series of cells).
+
+    Why: the request and what its program produced must outlive the child that ran it (a
+    retry on a fresh child, a session's next cell), and be answered exactly once.
+    """
 
     def __init__(self, sock: socket.socket) -> None:
         self.sock = sock

@@ -27,6 +27,8 @@ class KillReason(StrEnum):
 
 @dataclass(frozen=True)
 class Verdict:
+    """An outcome with the exit code and the reason to show: what the host's ExecResult carries."""
+
     outcome: str  # one of types.OUTCOMES
     exit_code: int | None  # the program's exit code; -N for a signal N; None when the server killed it
     reason: str  # why, for ExecResult.note ("" for a clean ok)

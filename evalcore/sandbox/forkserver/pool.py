@@ -34,6 +34,8 @@ MAX_FAILURES = 50  # children that failed to prepare in a row before waiting req
 
 
 class SlotState(StrEnum):
+    """Where a prepared child is in its life: only a ``ready`` one may be given a request."""
+
     PREP = "prep"  # forked, preparing
     READY = "ready"  # said ready: waiting for a request
     BUSY = "busy"  # given to a job
@@ -56,7 +58,11 @@ def _exited(pidfd: int) -> bool:
 
 
 class Slot:
-    """One prepared child (and, namespaced, the init of its PID namespace)."""
+    """One prepared child (and, namespaced, the init of its PID namespace).
+
+    Why both: the child is what runs the program, the init is what kills everything the
+    program started (killing it ends the PID namespace); a slot is done only when both are gone.
+    """
 
     def __init__(self) -> None:
         self.p_pid = 0  # the child
@@ -99,7 +105,11 @@ class PoolEvents(Protocol):
 
 
 class Pool:
-    """Keeps ``size`` children prepared (plus one per request waiting), through the zygote."""
+    """Keeps ``size`` children prepared (plus one per request waiting), through the zygote.
+
+    Why: so a request finds a child already forked, namespaced and unprivileged, and pays only
+    for its program; the pool also owns every child's death (reaping, killing, closing).
+    """
 
     def __init__(self, sel: selectors.BaseSelector, events: PoolEvents, factory: NsFactory | None, contained: bool,
                  userns: bool, netns_per_run: bool, proc_fd: int, size: int) -> None:
