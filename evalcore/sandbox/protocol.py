@@ -7,7 +7,7 @@ name says which conversation it belongs to (the README's map lists them all):
 - control socket, host <-> server: :class:`Ctl`
 - per-job stream socket, host <-> server (4-byte length + JSON frames): :class:`Op` requests,
   an ExecResult dict or :class:`Reply` answers
-- server <-> zygote: :data:`ZYGOTE_MAKE` requests, :class:`ZygoteMsg` answers
+- server <-> zygote: :class:`ZygoteReq` requests, :class:`ZygoteMsg` answers
 - server <-> namespace factory: :class:`FactoryMsg`
 - server -> child (request pipe, same frames): :class:`Op` (``run`` or ``cell``)
 - child -> server (fd 3, one JSON object per datagram): :class:`ChildMsg`
@@ -59,7 +59,11 @@ class ZygoteMsg(StrEnum):
     ERROR = "error"  # a child could not be prepared: {"t", "v"}
 
 
-ZYGOTE_MAKE = b"mk"  # server -> zygote: prepare one more child
+class ZygoteReq(bytes, Enum):
+    """Server -> zygote (raw SOCK_SEQPACKET datagrams): prepare one more child."""
+
+    MAKE = b"mk"  # ahead of demand: the child also warms up while it waits (child._warm_up)
+    MAKE_COLD = b"mkc"  # for a request already waiting: ready as soon as it is prepared
 
 
 class FactoryMsg(bytes, Enum):

@@ -167,3 +167,14 @@ def test_pooled_child_never_sees_a_previous_run(server):
     for _ in range(3):  # the children already waiting, then fresh ones
         r = server.run_program(CHECK)
         assert (r.outcome, r.submission) == ("ok", "clean"), r
+
+
+def test_a_warmed_up_child_shows_nothing_of_its_warm_up(server):
+    """A pooled child warms up (a tiny PuLP solve) while it waits; the program sees none of it."""
+    time.sleep(1.0)  # the children now in the pool have finished their warm-up
+    r = server.run_program(
+        "import os\n"
+        "pids = sorted(int(p) for p in os.listdir('/proc') if p.isdigit())\n"
+        "print(sorted(os.listdir('/tmp')), sorted(os.listdir('.')), pids)\n")
+    assert (r.outcome, r.stderr, r.models, r.note) == ("ok", "", [], ""), r
+    assert r.stdout == "[] ['main.py'] [1, 2]\n", r.stdout  # no file, no process left by the warm-up

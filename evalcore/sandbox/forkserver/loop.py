@@ -360,7 +360,7 @@ class EventLoop:
             events = self.sel.select(0 if needs_refill else timeout)
             if not events and needs_refill:
                 self.refill_at = math.inf
-                self.pool.refill()
+                self.pool.refill(len(self.waiting))
                 continue
             for key, _ in events:
                 key.data()

@@ -147,10 +147,15 @@ class Pool:
         """
         return self.ready_count() < self.size + waiting and self.failures < MAX_FAILURES
 
-    def refill(self) -> None:
-        """Ask the zygote for one more prepared child (it arrives as a ``slot`` message)."""
+    def refill(self, waiting: int) -> None:
+        """Ask the zygote for one more prepared child (it arrives as a ``slot`` message).
+
+        A child made ahead of demand warms up after it says ready; one that a waiting request
+        will take at once does not (the warm-up would only delay that request, and under a
+        steady stream of requests, when the pool runs dry, cost CPU the programs need).
+        """
         try:
-            self.zygote.request()
+            self.zygote.request(warm=self.ready_count() >= waiting)
             self.mk_pending += 1
         except OSError as exc:
             self._failed(exc)

@@ -6,7 +6,7 @@ it, every refill of the pool would delay the answers of runs in flight. The zygo
 in parallel (on the other core) and hands the new child's pipes to the server over a unix
 socket; it also reaps its children and reports each exit status, since only a parent can.
 
-Messages: ``protocol.ZYGOTE_MAKE`` from the server; ``protocol.ZygoteMsg`` to it (JSON on
+Messages: ``protocol.ZygoteReq`` from the server; ``protocol.ZygoteMsg`` to it (JSON on
 SOCK_SEQPACKET): ``slot`` with fds (req_w, out_r, err_r, chan), ``reaped``, ``error``.
 """
 from __future__ import annotations
@@ -26,7 +26,7 @@ from evalcore.sandbox import linux
 from evalcore.sandbox.forkserver import isolation
 from evalcore.sandbox.forkserver.isolation import WORKDIR, NsFactory
 from evalcore.sandbox.forkserver.log import DEBUG, log
-from evalcore.sandbox.protocol import ZYGOTE_MAKE, ZygoteMsg
+from evalcore.sandbox.protocol import ZygoteMsg, ZygoteReq
 
 TMPFS_MB = 512
 
@@ -49,8 +49,8 @@ class Zygote:
         b.close()
         self.pid, self.sock = pid, a
 
-    def request(self) -> None:
-        self.sock.send(ZYGOTE_MAKE)
+    def request(self, warm: bool) -> None:
+        self.sock.send(ZygoteReq.MAKE if warm else ZygoteReq.MAKE_COLD)
 
     def recv(self) -> tuple[dict[str, Any] | None, list[int]]:
         msg, fds, _, _ = socket.recv_fds(self.sock, 4096, 8)
@@ -112,7 +112,8 @@ def _zygote_main(sock: socket.socket, factory: NsFactory | None, contained: bool
                 if not msg:
                     os._exit(0)
                 try:
-                    pid, pidfd = _make(sock, factory, contained, netns, self_pidfd, rng, root, userns)
+                    warm = msg == ZygoteReq.MAKE
+                    pid, pidfd = _make(sock, factory, contained, netns, self_pidfd, rng, root, userns, warm)
                     sel.register(pidfd, selectors.EVENT_READ, pid)
                 except OSError as exc:
                     sock.send(json.dumps({"t": ZygoteMsg.ERROR, "v": str(exc)}).encode())
@@ -129,7 +130,7 @@ def _zygote_main(sock: socket.socket, factory: NsFactory | None, contained: bool
 
 
 def _make(sock: socket.socket, factory: NsFactory | None, contained: bool, netns: bool, self_pidfd: int,
-          rng: random.Random, root: bool, userns: bool) -> tuple[int, int]:
+          rng: random.Random, root: bool, userns: bool, warm: bool) -> tuple[int, int]:
     from evalcore.sandbox.child import ChildConfig, child_main
 
     t0 = time.perf_counter()
@@ -143,7 +144,7 @@ def _make(sock: socket.socket, factory: NsFactory | None, contained: bool, netns
         assert factory is not None
         z = factory.make()
         z_fd = os.pidfd_open(z)
-        cfg = ChildConfig(True, uid, WORKDIR, "/tmp", TMPFS_MB, netns, userns=userns)
+        cfg = ChildConfig(True, uid, WORKDIR, "/tmp", TMPFS_MB, netns, userns=userns, warm_up=warm)
     else:
         workdir = tempfile.mkdtemp(prefix="opteval-sbx-")
         tmp = os.path.join(workdir, ".tmp")
@@ -157,7 +158,7 @@ def _make(sock: socket.socket, factory: NsFactory | None, contained: bool, netns
 
             shutil.rmtree(workdir, ignore_errors=True)
             raise
-        cfg = ChildConfig(False, uid, workdir, tmp, TMPFS_MB, False)
+        cfg = ChildConfig(False, uid, workdir, tmp, TMPFS_MB, False, warm_up=warm)
     req_r, req_w = os.pipe2(os.O_CLOEXEC)
     out_r, out_w = os.pipe2(os.O_CLOEXEC)
     err_r, err_w = os.pipe2(os.O_CLOEXEC)
