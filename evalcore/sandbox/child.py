@@ -21,7 +21,6 @@ import math
 import numbers
 import os
 import resource
-import select
 import signal
 import socket
 import struct
@@ -213,7 +212,6 @@ prob.solve(pulp.PULP_CBC_CMD(msg=0))
 
 
 WARM_UP_TIMEOUT_S = 10.0
-WARM_UP_GRACE_S = 0.002  # a request waiting for a child reaches it this soon after "ready"
 
 
 def _warm_up_timeout(signum: int, frame: Any) -> None:
@@ -221,15 +219,14 @@ def _warm_up_timeout(signum: int, frame: Any) -> None:
 
 
 def _warm_up(cfg: ChildConfig) -> None:
-    """Run the request path once, with a tiny PuLP solve, while the child waits in the pool.
+    """Run the request path once, with a tiny PuLP solve, before saying ``ready``.
 
     Why: a child is a copy-on-write fork of the warm server, and the first time it touches a
     page of that heap (a reference count, a cache) the kernel copies the page; PuLP's solve
     also spawns CBC, whose first start in a fresh process costs more than later ones. Doing it
-    here, while the child waits in the pool, takes that work off the request's path. It costs
-    about 7 ms of CPU, so a child that a request is already waiting for skips it (the server
-    says so when it asks for the child, and the child looks once more right after ``ready``);
-    a request that arrives during a warm-up waits for its end. Nothing of
+    here, before the child joins the pool, takes that work off the request's path. It costs
+    about 7 ms of CPU, so a child forked for a request already waiting skips it (the server
+    says so when it asks for the child): when the pool runs dry, the warm-ups stop. Nothing of
     it reaches the server or the program: the channel is detached (no model capture), output
     goes to /dev/null, and its files are PuLP's temporary files, which it deletes. A warm-up
     that hangs (a broken solver install) is cut off, and whatever it started is killed.
@@ -283,9 +280,9 @@ def child_main(cfg: ChildConfig, out_w: int, err_w: int, chan: socket.socket, re
         sys.path[0] = cfg.workdir
         sys.argv = [os.path.join(cfg.workdir, "main.py")]
         builtins.submit = submit  # type: ignore[attr-defined]
+        if cfg.warm_up:
+            _warm_up(cfg)  # made ahead of demand: no request waits for this child yet
         emit({"t": ChildMsg.READY, "prep_ms": round((time.perf_counter() - t_start) * 1e3, 2)})
-        if cfg.warm_up and not select.select([REQ_FD], [], [], WARM_UP_GRACE_S)[0]:
-            _warm_up(cfg)  # no request waited for this child: warm up while the pool holds it
         _serve(cfg)
     except BaseException:
         try:

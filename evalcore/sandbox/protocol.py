@@ -62,7 +62,7 @@ class ZygoteMsg(StrEnum):
 class ZygoteReq(bytes, Enum):
     """Server -> zygote (raw SOCK_SEQPACKET datagrams): prepare one more child."""
 
-    MAKE = b"mk"  # ahead of demand: the child also warms up while it waits (child._warm_up)
+    MAKE = b"mk"  # ahead of demand: the child also warms up before it says ready (child._warm_up)
     MAKE_COLD = b"mkc"  # for a request already waiting: ready as soon as it is prepared
 
 

@@ -170,7 +170,7 @@ def test_pooled_child_never_sees_a_previous_run(server):
 
 
 def test_a_warmed_up_child_shows_nothing_of_its_warm_up(server):
-    """A pooled child warms up (a tiny PuLP solve) while it waits; the program sees none of it."""
+    """A pooled child warms up (a tiny PuLP solve) before it joins the pool; the program sees none of it."""
     time.sleep(1.0)  # the children now in the pool have finished their warm-up
     r = server.run_program(
         "import os\n"

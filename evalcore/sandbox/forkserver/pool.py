@@ -150,7 +150,7 @@ class Pool:
     def refill(self, waiting: int) -> None:
         """Ask the zygote for one more prepared child (it arrives as a ``slot`` message).
 
-        A child made ahead of demand warms up after it says ready; one that a waiting request
+        A child made ahead of demand warms up before it says ready; one that a waiting request
         will take at once does not (the warm-up would only delay that request, and under a
         steady stream of requests, when the pool runs dry, cost CPU the programs need).
         """
