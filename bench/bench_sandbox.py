@@ -6,12 +6,12 @@ against a baseline measured in that run (a fresh interpreter, and the same fork 
 ``pool_size=0``), so the ratios hold when absolute numbers move with the load (the load
 average is printed at start and end). ``both`` (the default when run as root) measures the
 fork server started by root (the root path) and as uid 65534 with no capabilities (the
-user-namespace path, ``evalcore.sandbox._asuser``); the fresh-interpreter baseline is measured once.
+user-namespace path, ``evalcore.sandbox.asuser``); the fresh-interpreter baseline is measured once.
 
 Per program: *latency* = requests 0.2 s apart, so a pooled child is waiting (what one request
 pays: its program only); *back-to-back* = the next request as soon as the last answer came
 (the steady rate, bounded by how fast children are forked). The floor is ``submit(1)``.
-Targets (issue 21): a tiny PuLP LP's pooled latency <= 6 ms and >= 30x faster than a fresh
+Targets: a tiny PuLP LP's pooled latency <= 6 ms and >= 30x faster than a fresh
 interpreter (on a quiet machine); a trivial session cell <= 3 ms.
 """
 from __future__ import annotations
@@ -25,10 +25,8 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
 from evalcore.sandbox import ForkServer, Limits
-from evalcore.sandbox._asuser import unprivileged_launcher
+from evalcore.sandbox.asuser import unprivileged_launcher
 
 PULP_LP = """\
 import pulp

@@ -35,7 +35,7 @@ CONTROL_TIMEOUT_S = 60.0  # open/close a session, ping
 DOWN_S = 30.0  # an executor that just failed is avoided this long while another is up
 PROBE_S = 5.0  # after DOWN_S, a ping must answer this fast before it gets work again
 # Notes of a ``killed`` ExecResult that mean the sandbox machinery failed, not the program
-# (evalcore.sandbox.server: ForkServer._lost, run_program, Session._open/run_cell; ours below).
+# (evalcore.sandbox.host: ForkServer._lost, run_program, Session._open/run_cell; ours below).
 INFRA_NOTES = ("fork server", "sandbox lost", "session lost", "session could not start", "executor lost")
 
 

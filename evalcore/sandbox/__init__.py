@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from evalcore.sandbox.server import (
+from evalcore.sandbox.host import (
     ENV_ALLOW_UNCONTAINED,
     ENV_NAMESPACES,
     ForkServer,

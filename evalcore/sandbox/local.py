@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import asyncio
 
-from evalcore.sandbox.server import ForkServer, Session, default_server
+from evalcore.sandbox import host
+from evalcore.sandbox.host import ForkServer, Session, default_server
 from evalcore.sandbox.types import ExecResult, Limits
 
 
@@ -50,7 +51,5 @@ class LocalExecutor:
 
     async def close(self) -> None:
         """Close the server if this executor owns a private one (never the process-wide default)."""
-        from evalcore.sandbox import server as _server_mod
-
-        if self._server is not None and self._server is not _server_mod._DEFAULT:
+        if self._server is not None and self._server is not host._DEFAULT:
             await asyncio.to_thread(self._server.close)

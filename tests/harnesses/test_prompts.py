@@ -113,7 +113,7 @@ def test_placeholders_are_all_filled_by_the_harnesses():
 
 
 def test_the_fork_server_preimports_the_configured_solver_set():
-    from evalcore.sandbox.server import ForkServer
+    from evalcore.sandbox import ForkServer
     from evalcore.solvers import preimport_modules, versions
 
     server = ForkServer(modules=preimport_modules(["pulp"]))

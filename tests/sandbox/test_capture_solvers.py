@@ -1,4 +1,4 @@
-"""Model capture for gurobipy and coptpy (issue 17: SIRL's self-consistency needs their
+"""Model capture for gurobipy and coptpy (SIRL's self-consistency needs their
 sense and variable counts) and SciPy's sense, decided from what the program submitted.
 Real solvers in the real sandbox; each test skips with a reason if its solver is absent."""
 from __future__ import annotations

@@ -9,11 +9,12 @@ import textwrap
 import threading
 import time
 import uuid
+from typing import Any
 
 import pytest
 
 from evalcore.sandbox import ERROR, KILLED, OK, TIMEOUT, ForkServer, Limits, SandboxUnavailable
-from evalcore.sandbox._asuser import NOBODY, unprivileged_launcher
+from evalcore.sandbox.asuser import NOBODY, unprivileged_launcher
 
 from .conftest import host_pids_with, reachable_dir, wait_gone
 
@@ -36,7 +37,7 @@ submit(1)
 
 
 def _run_in_thread(server, code, limits):
-    box = {}
+    box: dict[str, Any] = {}
     t = threading.Thread(target=lambda: box.setdefault("r", server.run_program(code, limits)))
     t.start()
     return t, box
@@ -228,9 +229,9 @@ def test_each_server_runs_as_it_says(server, as_user):
     if not as_user:
         with open(f"/proc/{server.pid}/status") as fh:
             assert fh.read().split("Uid:")[1].split()[:4] == [str(os.geteuid())] * 4
-        from evalcore.sandbox import _ns
+        from evalcore.sandbox import linux
 
-        assert server.contained and server.userns is (not _ns.privileged())
+        assert server.contained and server.userns is (not linux.privileged())
         return
     import subprocess
 
@@ -252,6 +253,7 @@ def test_fork_server_death_is_a_killed_run_and_a_restart(as_user):
     try:
         fs.start()
         old = fs.pid
+        assert old is not None
         t, box = _run_in_thread(fs, "import time; time.sleep(30)", Limits(wall_s=60))
         time.sleep(1.0)
         os.kill(old, signal.SIGKILL)

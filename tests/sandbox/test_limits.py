@@ -2,13 +2,16 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
 import time
 from pathlib import Path
 
-from evalcore.sandbox import ERROR, MEMORY, OK, OUTPUT_LIMIT, TIMEOUT, Limits
+import pytest
+
+from evalcore.sandbox import ERROR, MEMORY, OK, OUTPUT_LIMIT, TIMEOUT, ForkServer, Limits, SandboxUnavailable
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -17,7 +20,7 @@ def run(server, code: str, **limits):
     return server.run_program(textwrap.dedent(code), Limits(**limits) if limits else None)
 
 
-def test_one_liner_from_the_issue():
+def test_run_program_one_liner_in_a_fresh_process():
     out = subprocess.run(
         [sys.executable, "-c", "from evalcore.sandbox import run_program; print(run_program('submit(1+1)'))"],
         cwd=REPO, capture_output=True, text=True, timeout=120,
@@ -174,3 +177,33 @@ def test_run_program_is_thread_safe(server):
         results = list(pool.map(lambda i: run(server, f"import time; time.sleep(0.05); submit({i})"), range(12)))
     assert [r.submission for r in results] == list(range(12))
     assert all(r.outcome == OK for r in results)
+
+
+def test_a_limit_the_kernel_refuses_is_reported_not_ignored(server):
+    r = run(server, "submit(1)", memory_mb=2**44)  # 2**64 bytes: setrlimit cannot take it
+    assert (r.outcome, r.submission) == (OK, 1), r
+    assert "memory_mb: RLIMIT_AS not applied" in r.note, r.note
+    assert run(server, "submit(2)").note == ""  # only the run that asked for it
+
+
+def test_a_limit_above_the_inherited_hard_limit_is_held_there_and_reported(as_user):
+    prlimit = shutil.which("prlimit")
+    if prlimit is None:
+        pytest.skip("prlimit (util-linux) is not installed")
+    hard = 2 * 1024 * 1024  # the executor was started with a 2 MB file-size hard limit
+    launcher = [prlimit, f"--fsize={hard}:{hard}", *as_user.get("launcher", [])]
+    fs = ForkServer(pool_size=1, modules=(), launcher=launcher)
+    try:
+        fs.start()
+    except SandboxUnavailable as exc:
+        fs.close()
+        pytest.skip(f"no namespaces for this user here: {exc}")
+    try:
+        r = fs.run_program("open('big.bin', 'wb').write(b'0' * (3 * 1024 * 1024))", Limits(file_mb=64))
+        assert r.outcome == ERROR and "File too large" in r.stderr, r
+        assert "file_mb: RLIMIT_FSIZE held at the inherited hard limit of 2 MB (asked 64 MB)" in r.note, r.note
+        with fs.session() as s:
+            c = s.run_cell("x = 1", Limits(file_mb=64))
+            assert c.outcome == OK and "RLIMIT_FSIZE held" in c.note, c
+    finally:
+        fs.close()

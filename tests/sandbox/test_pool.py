@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from evalcore.sandbox import ForkServer, Limits
-from evalcore.sandbox.server import SandboxUnavailable
+from evalcore.sandbox.host import SandboxUnavailable
 
 WAIT_S = 60.0  # generous: the shared CI/dev machine can be heavily loaded
 
@@ -54,6 +54,7 @@ def _wait_count(fs: ForkServer, want: int, timeout: float = WAIT_S) -> list[int]
     """Wait until exactly ``want`` children exist, the same set for 0.3 s (a used child being
     torn down still carries the name for a moment)."""
     deadline = time.monotonic() + timeout
+    assert fs.pid is not None
     kids, since = _children(fs.pid), time.monotonic()
     while time.monotonic() < deadline:
         time.sleep(0.05)
@@ -166,3 +167,14 @@ def test_pooled_child_never_sees_a_previous_run(server):
     for _ in range(3):  # the children already waiting, then fresh ones
         r = server.run_program(CHECK)
         assert (r.outcome, r.submission) == ("ok", "clean"), r
+
+
+def test_a_warmed_up_child_shows_nothing_of_its_warm_up(server):
+    """A pooled child warms up (a tiny PuLP solve) before it joins the pool; the program sees none of it."""
+    time.sleep(1.0)  # the children now in the pool have finished their warm-up
+    r = server.run_program(
+        "import os\n"
+        "pids = sorted(int(p) for p in os.listdir('/proc') if p.isdigit())\n"
+        "print(sorted(os.listdir('/tmp')), sorted(os.listdir('.')), pids)\n")
+    assert (r.outcome, r.stderr, r.models, r.note) == ("ok", "", [], ""), r
+    assert r.stdout == "[] ['main.py'] [1, 2]\n", r.stdout  # no file, no process left by the warm-up

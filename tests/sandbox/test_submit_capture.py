@@ -91,7 +91,8 @@ def test_pyscipopt_model_is_captured_including_infeasible(server):
         """)
     first, second = r.models
     assert first["library"] == "pyscipopt" and first["sense"] == "min" and first["status"] == "optimal"
-    assert (first["n_vars"], first["n_continuous"], first["n_binary"], first["n_integer"], first["n_constraints"]) == (5, 1, 1, 3, 3)
+    counts = ("n_vars", "n_continuous", "n_binary", "n_integer", "n_constraints")
+    assert tuple(first[k] for k in counts) == (5, 1, 1, 3, 3)
     assert abs(first["objective"] - r.submission) < 1e-9
     assert second["status"] == "infeasible" and second["objective"] is None
 

@@ -1,6 +1,6 @@
 """No silent fallback, end to end: the config key, the executor's refusal, the report's count.
 
-The node without containment is modelled by ``_asuser --deny-userns`` (no capabilities, user
+The node without containment is modelled by ``asuser --deny-userns`` (no capabilities, user
 namespaces forbidden), the way a pod whose seccomp profile blocks ``unshare`` would be.
 """
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from evalcore.sandbox import ForkServer, Limits
-from evalcore.sandbox._asuser import unprivileged_launcher
+from evalcore.sandbox.asuser import unprivileged_launcher
 
 
 def _denied() -> list[str]:
@@ -45,7 +45,7 @@ def _actor(monkeypatch, allow: bool):
     from cluster.executors import ExecutorActor
 
     monkeypatch.setattr(sandbox, "ForkServer", functools.partial(ForkServer, pool_size=1, launcher=_denied()))
-    cls = ExecutorActor.__ray_metadata__.modified_class
+    cls = ExecutorActor.__ray_metadata__.modified_class  # type: ignore[attr-defined]  # set by @ray.remote
     return cls(1, Limits(wall_s=20, allow_uncontained=allow))
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from evalcore.sandbox import OK, ForkServer, Limits, SandboxUnavailable
-from evalcore.sandbox._asuser import unprivileged_launcher
-from evalcore.sandbox._root import throwaway_uid_range
+from evalcore.sandbox.asuser import unprivileged_launcher
+from evalcore.sandbox.forkserver.isolation import throwaway_uid_range
 
 FULL = "0 0 4294967295\n"
 DEFAULT = (1_000_000, 2_000_000_000)

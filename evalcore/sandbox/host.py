@@ -1,6 +1,6 @@
 """Host side of the sandbox: ``ForkServer``, ``Session``, ``run_program``.
 
-The host talks to one fork-server process (``evalcore.sandbox._server``) over a control
+The host talks to one fork-server process (``evalcore.sandbox.forkserver``) over a control
 socket. Every run or session gets its own stream socket, whose far end is passed to the
 server with SCM_RIGHTS; so concurrent callers (threads, ``asyncio.to_thread``) never share a
 conversation, and closing that socket is how a caller cancels a run or closes a session.
@@ -23,7 +23,16 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from evalcore.sandbox._proto import ChannelClosed, limits_to_dict, recv_frame, result_from_dict, send_frame
+from evalcore.sandbox.protocol import (
+    ChannelClosed,
+    Ctl,
+    Op,
+    limits_to_dict,
+    pack,
+    recv_frame,
+    result_from_dict,
+    send_frame,
+)
 from evalcore.sandbox.types import KILLED, ExecResult, Limits
 
 log = logging.getLogger("evalcore.sandbox")
@@ -32,6 +41,7 @@ ENV_NAMESPACES = "OPTEVAL_SANDBOX_NAMESPACES"  # "0": force the uncontained fall
 ENV_ALLOW_UNCONTAINED = "OPTEVAL_SANDBOX_ALLOW_UNCONTAINED"  # "1": start even when nothing can contain
 HOST_GRACE_S = 30.0  # how long past the wall limit the host waits before declaring the run lost
 START_TIMEOUT_S = 120.0
+PRESEND_MAX = 64 * 1024  # requests up to this size are written before the server has the socket
 _PKG_ROOT = str(Path(__file__).resolve().parents[2])
 
 
@@ -61,10 +71,10 @@ class ForkServer:
     ``pool_size``: children kept forked ahead of demand, already in their namespaces and
     waiting for code, refilled in the background as runs and sessions take them (each one
     costs a fork of the warm interpreter, ~100 MB shared copy-on-write); 0 forks a child only
-    when a request arrives (the request then waits for the fork: ``bench/bench_sandbox.py``). ``netns_per_run``: give every run its own
-    network namespace (default: runs share the server's, which has no network at all).
+    when a request arrives (the request then waits for the fork: ``bench/bench_sandbox.py``).
+    ``netns_per_run``: give every run its own network namespace (default: runs share the server's, which has no network at all).
     ``launcher``: a command prefix for the server process (tests and the benchmark use
-    ``_asuser.unprivileged_launcher()`` to start it as an unprivileged user with no capabilities).
+    ``asuser.unprivileged_launcher()`` to start it as an unprivileged user with no capabilities).
     ``allow_uncontained``: when namespaces were wanted but neither the root path nor a user
     namespace can contain programs, start anyway (every result says ``contained=False``);
     by default such a server refuses to start (``start()`` raises ``SandboxUnavailable``, and
@@ -126,7 +136,7 @@ class ForkServer:
         }
         if os.environ.get("OPTEVAL_SANDBOX_DEBUG"):
             env["OPTEVAL_SANDBOX_DEBUG"] = os.environ["OPTEVAL_SANDBOX_DEBUG"]
-        cmd = [*self._launcher, sys.executable, "-m", "evalcore.sandbox._server", "--ctl-fd", str(b.fileno()),
+        cmd = [*self._launcher, sys.executable, "-m", "evalcore.sandbox.forkserver", "--ctl-fd", str(b.fileno()),
                "--namespaces", self._mode, "--pool", str(self._pool)]
         if self._netns_per_run:
             cmd.append("--netns-per-run")
@@ -146,7 +156,7 @@ class ForkServer:
             err: Exception | None = exc
         else:
             err = None
-        if not info or info.get("t") != "ready":
+        if not info or info.get("t") != Ctl.READY:
             proc.kill()
             proc.wait()
             a.close()
@@ -202,14 +212,26 @@ class ForkServer:
 
     # ------------------------------------------------------------ conversations
 
-    def _open_job(self) -> tuple[socket.socket, int]:
+    def _open_job(self, first: Any) -> tuple[socket.socket, int]:
+        """A new conversation with the server, its first request ``first`` already sent.
+
+        A small request is written before the socket is handed over, so the server finds it
+        waiting and starts it at once (one wake-up less on the request's path); a large one
+        after (written before, it could fill the socket buffer with nobody reading yet).
+        """
+        data = pack(first)
         with self._lock:
             for attempt in (0, 1):
                 self._ensure()
                 a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
                 try:
                     assert self._ctl is not None
-                    socket.send_fds(self._ctl, [b"job"], [b.fileno()])
+                    early = len(data) <= PRESEND_MAX
+                    if early:
+                        a.sendall(data)
+                    socket.send_fds(self._ctl, [Ctl.JOB.encode()], [b.fileno()])
+                    if not early:
+                        a.sendall(data)
                     return a, self._gen
                 except OSError:
                     a.close()
@@ -249,12 +271,11 @@ class ForkServer:
         limits = limits or Limits()
         t0 = time.monotonic()
         try:
-            sock, gen = self._open_job()
+            sock, gen = self._open_job({"op": Op.RUN, "code": code, "limits": limits_to_dict(limits)})
         except Exception as exc:
             return ExecResult(outcome=KILLED, contained=self.contained, note=f"fork server unavailable: {exc}")
         try:
             with sock:
-                send_frame(sock, {"op": "run", "code": code, "limits": limits_to_dict(limits)})
                 sock.settimeout(limits.wall_s + HOST_GRACE_S)
                 return result_from_dict(recv_frame(sock))
         except (ChannelClosed, OSError, ValueError, TypeError) as exc:
@@ -287,8 +308,7 @@ class Session:
 
     def _open(self) -> None:
         try:
-            sock, self._gen = self._server._open_job()
-            send_frame(sock, {"op": "open"})
+            sock, self._gen = self._server._open_job({"op": Op.OPEN})
             sock.settimeout(START_TIMEOUT_S)
             info = recv_frame(sock)
             self.contained = bool(info.get("contained"))
@@ -313,7 +333,7 @@ class Session:
                 return ExecResult(outcome=KILLED, contained=self.contained, note=self._dead_note)
             t0 = time.monotonic()
             try:
-                send_frame(self._sock, {"op": "cell", "code": code, "limits": limits_to_dict(limits)})
+                send_frame(self._sock, {"op": Op.CELL, "code": code, "limits": limits_to_dict(limits)})
                 self._sock.settimeout(limits.wall_s + HOST_GRACE_S)
                 res = result_from_dict(recv_frame(self._sock))
             except (ChannelClosed, OSError, ValueError, TypeError) as exc:

@@ -2,7 +2,7 @@
 and the private read-only root.
 
 All run once per server (the user namespace, the root) or in a small helper process (the
-factory), never on a run's critical path. See ``_server.py`` for the whole process tree.
+factory), never on a run's critical path. See the package docstring for the whole process tree.
 """
 from __future__ import annotations
 
@@ -12,8 +12,9 @@ import socket
 import struct
 import sys
 
-from evalcore.sandbox import _ns
-from evalcore.sandbox._log import log
+from evalcore.sandbox import linux
+from evalcore.sandbox.forkserver.log import log
+from evalcore.sandbox.protocol import FactoryMsg
 
 WORKDIR = "/sandbox"
 STOCK = 2  # PID namespaces the factory keeps ready
@@ -43,19 +44,19 @@ def enter_user_namespace(new_user: bool = True) -> None:
     import select
 
     uid, gid = os.geteuid(), os.getegid()
-    _ns.unshare(_ns.CLONE_NEWPID | (_ns.CLONE_NEWUSER if new_user else 0))
+    linux.unshare(linux.CLONE_NEWPID | (linux.CLONE_NEWUSER if new_user else 0))
     if new_user:
-        _ns.write_id_maps(0, uid, 0, gid)
+        linux.write_id_maps(0, uid, 0, gid)
     alive_r, alive_w = os.pipe()
     pid = os.fork()
     if pid == 0:
         os.close(alive_w)
-        _ns.prctl(_ns.PR_SET_PDEATHSIG, signal.SIGKILL)
+        linux.prctl(linux.PR_SET_PDEATHSIG, signal.SIGKILL)
         if select.select([alive_r], [], [], 0)[0]:  # the shim died before the line above
             os._exit(1)
         os.close(alive_r)
         return
-    _ns.set_name("opteval-nsshim")
+    linux.set_name("opteval-nsshim")
     os.closerange(0, alive_w)  # the control socket included: the host sees EOF when the server dies
     os.closerange(alive_w + 1, 1 << 20)
     while True:
@@ -74,7 +75,7 @@ def _init_loop(death_r: int) -> None:
     """pid 1 of one run's PID namespace: reap orphans until the server kills us (or dies)."""
     import select
 
-    _ns.set_name("opteval-init")
+    linux.set_name("opteval-init")
     while True:
         r, _, _ = select.select([death_r], [], [], 0.5)
         if r:
@@ -90,11 +91,11 @@ def _init_loop(death_r: int) -> None:
 
 def _new_pid_namespace(self_pidfd: int, sock: socket.socket, death_r: int) -> int:
     """Fork the init of a brand-new PID namespace; return its pid (ours, the parent's view)."""
-    _ns.unshare(_ns.CLONE_NEWPID)
+    linux.unshare(linux.CLONE_NEWPID)
     try:
         z = os.fork()
     except OSError:
-        _ns.setns(self_pidfd, _ns.CLONE_NEWPID)
+        linux.setns(self_pidfd, linux.CLONE_NEWPID)
         raise
     if z == 0:
         try:
@@ -104,7 +105,7 @@ def _new_pid_namespace(self_pidfd: int, sock: socket.socket, death_r: int) -> in
         finally:
             os._exit(0)
     # back to our own namespace for children, so the next unshare can make a new one
-    _ns.setns(self_pidfd, _ns.CLONE_NEWPID)
+    linux.setns(self_pidfd, linux.CLONE_NEWPID)
     return z
 
 
@@ -114,7 +115,7 @@ def _factory_loop(sock: socket.socket, death_r: int) -> None:
     One fork of this small process per namespace (~0.5 ms); the inits are reaped
     automatically (SIGCHLD ignored) and the server watches them through pidfds.
     """
-    _ns.set_name("opteval-nsfac")
+    linux.set_name("opteval-nsfac")
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)
     self_pidfd = os.pidfd_open(os.getpid())
     stock: list[int] = []
@@ -135,17 +136,17 @@ def _factory_loop(sock: socket.socket, death_r: int) -> None:
             continue
         if not msg:
             os._exit(0)
-        if msg == b"join":
+        if msg == FactoryMsg.JOIN:
             try:
-                _ns.setns(fds[0], _ns.CLONE_NEWNET)
-                _ns.setns(fds[1], _ns.CLONE_NEWNS)
+                linux.setns(fds[0], linux.CLONE_NEWNET)
+                linux.setns(fds[1], linux.CLONE_NEWNS)
                 joined = True
-                sock.send(b"ok")
+                sock.send(FactoryMsg.OK)
             except OSError as exc:
                 sock.send(f"error {exc}".encode())
             for fd in fds:
                 os.close(fd)
-        elif msg == b"mk":
+        elif msg == FactoryMsg.MAKE:
             try:
                 z = stock.pop(0) if stock else _new_pid_namespace(self_pidfd, sock, death_r)
             except OSError:
@@ -161,7 +162,7 @@ class NsFactory:
         pid = os.fork()
         if pid == 0:
             try:
-                _ns.prctl(_ns.PR_SET_PDEATHSIG, signal.SIGKILL)
+                linux.prctl(linux.PR_SET_PDEATHSIG, signal.SIGKILL)
                 keep = {0, 1, 2, b.fileno(), death_r}
                 for name in os.listdir("/proc/self/fd"):
                     if int(name) not in keep:
@@ -176,9 +177,9 @@ class NsFactory:
         self.pid, self.sock = pid, a
 
     def join(self, net_fd: int, mnt_fd: int) -> None:
-        socket.send_fds(self.sock, [b"join"], [net_fd, mnt_fd])
+        socket.send_fds(self.sock, [FactoryMsg.JOIN], [net_fd, mnt_fd])
         reply = self.sock.recv(256)
-        if reply != b"ok":
+        if reply != FactoryMsg.OK:
             raise OSError(f"namespace factory could not join the server namespaces: {reply!r}")
 
     def make(self) -> int:
@@ -186,7 +187,7 @@ class NsFactory:
         return self.result()
 
     def request(self) -> None:
-        self.sock.send(b"mk")
+        self.sock.send(FactoryMsg.MAKE)
 
     def result(self) -> int:
         (z,) = struct.unpack("!i", self.sock.recv(16))
@@ -226,7 +227,7 @@ def throwaway_uid_range(uid_map: str, gid_map: str, default: tuple[int, int]) ->
 UID_RANGE: tuple[int, int] | None = (1_000_000, 2_000_000_000)
 
 # Python directories that live under /tmp (a venv there): every per-run /tmp is a fresh
-# tmpfs, so the child binds these back over it (see ``_child._mounts``). Set by build_root.
+# tmpfs, so the child binds these back over it (see ``child._mounts``). Set by build_root.
 TMP_PYTHON_DIRS: tuple[str, ...] = ()
 
 
@@ -243,12 +244,12 @@ def _bind(src: str, root: str, writable: bool = False, via: str | None = None) -
     else:
         os.makedirs(os.path.dirname(dst), exist_ok=True)
         open(dst, "a").close()
-    _ns.mount(via or src, dst, None, _ns.MS_BIND | _ns.MS_REC)
-    flags = _ns.MS_REMOUNT | _ns.MS_BIND | _ns.MS_NOSUID | (0 if writable else _ns.MS_RDONLY)
-    _ns.mount(None, dst, None, flags | _ns.mount_flags(dst))
+    linux.mount(via or src, dst, None, linux.MS_BIND | linux.MS_REC)
+    flags = linux.MS_REMOUNT | linux.MS_BIND | linux.MS_NOSUID | (0 if writable else linux.MS_RDONLY)
+    linux.mount(None, dst, None, flags | linux.mount_flags(dst))
 
 
-def _python_dirs() -> list[str]:
+def python_dirs() -> list[str]:
     """Directories holding the interpreter and the solver packages (never the checkout)."""
     here = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     dirs = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
@@ -257,7 +258,7 @@ def _python_dirs() -> list[str]:
         f = getattr(mod, "__file__", None)
         if f:
             dirs.add(os.path.realpath(os.path.dirname(os.path.dirname(f))))
-    out = []
+    out: list[str] = []
     for d in sorted(dirs):
         if d == "/" or here == d or here.startswith(d + os.sep):
             log(f"not exposing {d} in the sandbox: it contains the checkout {here}")
@@ -281,24 +282,24 @@ def build_root(own_pidns: bool = False) -> tuple[int, int, int]:
     global TMP_PYTHON_DIRS, UID_RANGE
     with open("/proc/self/uid_map") as fu, open("/proc/self/gid_map") as fg:
         UID_RANGE = throwaway_uid_range(fu.read(), fg.read(), (1_000_000, 2_000_000_000))
-    _ns.unshare(_ns.CLONE_NEWNS | _ns.CLONE_NEWNET | _ns.CLONE_NEWIPC | _ns.CLONE_NEWUTS)
+    linux.unshare(linux.CLONE_NEWNS | linux.CLONE_NEWNET | linux.CLONE_NEWIPC | linux.CLONE_NEWUTS)
     try:
-        _ns.sethostname("sandbox")
+        linux.sethostname("sandbox")
     except OSError:
         pass
-    _ns.mount(None, "/", None, _ns.MS_REC | _ns.MS_PRIVATE)
-    python_dirs = _python_dirs()
+    linux.mount(None, "/", None, linux.MS_REC | linux.MS_PRIVATE)
+    exposed = python_dirs()
     # held open before the host /tmp disappears under the new root (a venv in /tmp)
-    held = {d: os.open(d, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC) for d in python_dirs if under_tmp(d)}
+    held = {d: os.open(d, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC) for d in exposed if under_tmp(d)}
     TMP_PYTHON_DIRS = tuple(held)
     root = "/tmp"  # a tmpfs over the host /tmp: hides it and becomes the new root
-    _ns.mount("opteval-root", root, "tmpfs", _ns.MS_NOSUID | _ns.MS_NODEV, "mode=0755,size=16m")
+    linux.mount("opteval-root", root, "tmpfs", linux.MS_NOSUID | linux.MS_NODEV, "mode=0755,size=16m")
     if own_pidns:  # first, so that a refusal (a runtime that masks /proc) leaves the host's view intact
         os.makedirs(root + "/proc")
         try:
-            _ns.mount("proc", root + "/proc", "proc", _ns.MS_NOSUID | _ns.MS_NODEV | _ns.MS_NOEXEC)
+            linux.mount("proc", root + "/proc", "proc", linux.MS_NOSUID | linux.MS_NODEV | linux.MS_NOEXEC)
         except OSError:
-            _ns.umount2(root, _ns.MNT_DETACH)
+            linux.umount2(root, linux.MNT_DETACH)
             for fd in held.values():
                 os.close(fd)
             raise
@@ -309,7 +310,7 @@ def build_root(own_pidns: bool = False) -> tuple[int, int, int]:
     for d in ("/usr", "/lib", "/lib64", "/lib32", "/libx32", "/bin", "/sbin"):
         if os.path.isdir(d) and not os.path.islink(d):
             _bind(d, root)
-    for d in python_dirs:
+    for d in exposed:
         _bind(d, root, via=f"/proc/self/fd/{held[d]}" if d in held else None)
     for fd in held.values():
         os.close(fd)
@@ -330,9 +331,9 @@ def build_root(own_pidns: bool = False) -> tuple[int, int, int]:
     net_fd = os.open("/proc/self/ns/net", os.O_RDONLY | os.O_CLOEXEC)
     mnt_fd = os.open("/proc/self/ns/mnt", os.O_RDONLY | os.O_CLOEXEC)
     proc_fd = os.open(root + "/proc" if own_pidns else "/proc", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    _ns.pivot_root(root, root + "/.oldroot")
+    linux.pivot_root(root, root + "/.oldroot")
     os.chdir("/")
-    _ns.umount2("/.oldroot", _ns.MNT_DETACH)
+    linux.umount2("/.oldroot", linux.MNT_DETACH)
     os.rmdir("/.oldroot")
-    _ns.mount(None, "/", None, _ns.MS_REMOUNT | _ns.MS_RDONLY | _ns.MS_NOSUID | _ns.MS_NODEV)
+    linux.mount(None, "/", None, linux.MS_REMOUNT | linux.MS_RDONLY | linux.MS_NOSUID | linux.MS_NODEV)
     return net_fd, mnt_fd, proc_fd

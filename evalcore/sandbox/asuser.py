@@ -23,7 +23,7 @@ nested user namespaces is 0, with no capabilities at all; neither sandbox path c
 every capability, but of a user namespace that maps ids 0-65535 to OUTER..OUTER+65535 (and
 whose PID namespace is still the host's).
 
-Run as ``python -m evalcore.sandbox._asuser --uid U [--gid G] [--deny-userns | --pod-userns OUTER]
+Run as ``python -m evalcore.sandbox.asuser --uid U [--gid G] [--deny-userns | --pod-userns OUTER]
 -- CMD...`` (root only).
 """
 from __future__ import annotations
@@ -34,7 +34,7 @@ import shutil
 import stat
 import sys
 
-from evalcore.sandbox import _ns
+from evalcore.sandbox import linux
 
 NOBODY = 65534
 
@@ -68,29 +68,29 @@ def installation_dirs() -> list[str]:
 
 def expose(dirs: list[str], uid: int, gid: int) -> None:
     """In a fresh private mount namespace, make ``dirs`` reachable by ``uid`` at their own paths."""
-    _ns.unshare(_ns.CLONE_NEWNS)
-    _ns.mount(None, "/", None, _ns.MS_REC | _ns.MS_PRIVATE)
+    linux.unshare(linux.CLONE_NEWNS)
+    linux.mount(None, "/", None, linux.MS_REC | linux.MS_PRIVATE)
     held = {d: os.open(d, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC) for d in dirs}
     covered: list[str] = []
     for d in dirs:
         for a in _hidden_ancestors(d, uid, gid):
             if a == d or any(a == c or a.startswith(c + "/") for c in covered):
                 continue
-            _ns.mount("opteval-hide", a, "tmpfs", _ns.MS_NOSUID | _ns.MS_NODEV, "mode=0755,size=1m")
+            linux.mount("opteval-hide", a, "tmpfs", linux.MS_NOSUID | linux.MS_NODEV, "mode=0755,size=1m")
             covered.append(a)
             break
     for d in dirs:
         if any(d.startswith(c + "/") for c in covered):
             os.makedirs(d, exist_ok=True)
-            _ns.mount(f"/proc/self/fd/{held[d]}", d, None, _ns.MS_BIND | _ns.MS_REC)
+            linux.mount(f"/proc/self/fd/{held[d]}", d, None, linux.MS_BIND | linux.MS_REC)
     for fd in held.values():
         os.close(fd)
 
 
 def deny_user_namespaces() -> None:
     """Enter a user namespace (as its root, mapped to our root) in which no further one may be made."""
-    _ns.unshare(_ns.CLONE_NEWUSER)
-    _ns.write_id_maps(0, 0, 0, 0)
+    linux.unshare(linux.CLONE_NEWUSER)
+    linux.write_id_maps(0, 0, 0, 0)
     with open("/proc/sys/user/max_user_namespaces", "w") as fh:
         fh.write("0")
 
@@ -102,7 +102,7 @@ def run_in_pod_userns(outer: int, cmd: list[str]) -> None:
     ready_r, ready_w = os.pipe()
     pid = os.fork()
     if pid == 0:
-        _ns.unshare(_ns.CLONE_NEWUSER)
+        linux.unshare(linux.CLONE_NEWUSER)
         os.write(ready_w, b"x")
         os.read(go_r, 1)
         os.setresgid(0, 0, 0)
@@ -128,7 +128,7 @@ def unprivileged_launcher(uid: int = NOBODY, gid: int | None = None, deny_userns
     extra = ["--deny-userns"] if deny_userns else []
     extra += ["--pod-userns", str(pod_userns)] if pod_userns is not None else []
     extra += ["--mask-proc"] if mask_proc else []
-    return [sys.executable, "-m", "evalcore.sandbox._asuser", "--uid", str(uid), "--gid", str(gid), *extra, "--"], ""
+    return [sys.executable, "-m", "evalcore.sandbox.asuser", "--uid", str(uid), "--gid", str(gid), *extra, "--"], ""
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -149,7 +149,7 @@ def main(argv: list[str] | None = None) -> None:
         run_in_pod_userns(args.pod_userns, cmd)
     expose(installation_dirs(), args.uid, gid)
     if args.mask_proc:
-        _ns.mount("/dev/null", "/proc/uptime", None, _ns.MS_BIND)
+        linux.mount("/dev/null", "/proc/uptime", None, linux.MS_BIND)
     setpriv = shutil.which("setpriv") or "setpriv"
     ids = [f"--reuid={args.uid}", f"--regid={gid}", "--clear-groups"]
     if args.deny_userns:

@@ -6,9 +6,8 @@ it, every refill of the pool would delay the answers of runs in flight. The zygo
 in parallel (on the other core) and hands the new child's pipes to the server over a unix
 socket; it also reaps its children and reports each exit status, since only a parent can.
 
-Messages to the server (JSON on SOCK_SEQPACKET):
-``{"t": "slot", "p", "z", "workdir"}`` with fds (req_w, out_r, err_r, chan),
-``{"t": "exit", "pid", "status", "cpu"}``, ``{"t": "error", "v"}``.
+Messages: ``protocol.ZygoteReq`` from the server; ``protocol.ZygoteMsg`` to it (JSON on
+SOCK_SEQPACKET): ``slot`` with fds (req_w, out_r, err_r, chan), ``reaped``, ``error``.
 """
 from __future__ import annotations
 
@@ -23,15 +22,17 @@ import tempfile
 import time
 from typing import Any, NoReturn
 
-from evalcore.sandbox import _ns, _root
-from evalcore.sandbox._log import DEBUG, log
-from evalcore.sandbox._root import WORKDIR, NsFactory
+from evalcore.sandbox import linux
+from evalcore.sandbox.forkserver import isolation
+from evalcore.sandbox.forkserver.isolation import WORKDIR, NsFactory
+from evalcore.sandbox.forkserver.log import DEBUG, log
+from evalcore.sandbox.protocol import ZygoteMsg, ZygoteReq
 
 TMPFS_MB = 512
 
 
 class Zygote:
-    """Server-side handle: ``request()`` a child, ``recv()`` slots and exit reports."""
+    """Server-side handle: ``request()`` a child, ``recv()`` slots and reaped reports."""
 
     def __init__(self, factory: NsFactory | None, contained: bool, netns_per_run: bool, userns: bool = False) -> None:
         a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -41,15 +42,15 @@ class Zygote:
         if pid == 0:
             try:
                 a.close()
-                _ns.prctl(_ns.PR_SET_PDEATHSIG, signal.SIGKILL)
+                linux.prctl(linux.PR_SET_PDEATHSIG, signal.SIGKILL)
                 _zygote_main(b, factory, contained, netns_per_run, userns)
             finally:
                 os._exit(1)
         b.close()
         self.pid, self.sock = pid, a
 
-    def request(self) -> None:
-        self.sock.send(b"mk")
+    def request(self, warm: bool) -> None:
+        self.sock.send(ZygoteReq.MAKE if warm else ZygoteReq.MAKE_COLD)
 
     def recv(self) -> tuple[dict[str, Any] | None, list[int]]:
         msg, fds, _, _ = socket.recv_fds(self.sock, 4096, 8)
@@ -70,9 +71,9 @@ class Zygote:
 
 
 def _installation_reachable_by_others() -> bool:
-    from evalcore.sandbox._root import _python_dirs
+    from evalcore.sandbox.forkserver.isolation import python_dirs
 
-    for d in _python_dirs():
+    for d in python_dirs():
         path = "/"
         for part in d.strip("/").split("/"):
             path = os.path.join(path, part)
@@ -86,19 +87,19 @@ def _installation_reachable_by_others() -> bool:
 
 def _zygote_main(sock: socket.socket, factory: NsFactory | None, contained: bool, netns: bool,
                  userns: bool) -> NoReturn:
-    _ns.set_name("opteval-zygote")
+    linux.set_name("opteval-zygote")
     self_pidfd = os.pidfd_open(os.getpid()) if contained else -1
     rng = random.Random()
     # Without namespaces a child sees the host's files: a throwaway uid can only run the
     # solvers (CBC is an executable inside site-packages) if the installation is reachable
     # by other users. Where it is not (e.g. under /root, mode 0700), keep the executor's uid.
     # In a user namespace only one uid is mapped: each run gets a user namespace of its own
-    # instead (see ``_child._drop_privileges``), which also makes RLIMIT_NPROC per run.
+    # instead (see ``child._drop_privileges``), which also makes RLIMIT_NPROC per run.
     # (contained and not userns: the server already checked the root path's capabilities;
     # after its pivot there is no /proc to look at here)
     root = not userns and os.geteuid() == 0 and (
-        contained or (_ns.privileged() and _installation_reachable_by_others()))
-    if root and contained and _root.UID_RANGE is None:
+        contained or (linux.privileged() and _installation_reachable_by_others()))
+    if root and contained and isolation.UID_RANGE is None:
         # root of a user namespace that maps too few ids for throwaway uids: a nested user
         # namespace per run instead, exactly as without root
         root, userns = False, True
@@ -111,10 +112,11 @@ def _zygote_main(sock: socket.socket, factory: NsFactory | None, contained: bool
                 if not msg:
                     os._exit(0)
                 try:
-                    pid, pidfd = _make(sock, factory, contained, netns, self_pidfd, rng, root, userns)
+                    warm = msg == ZygoteReq.MAKE
+                    pid, pidfd = _make(sock, factory, contained, netns, self_pidfd, rng, root, userns, warm)
                     sel.register(pidfd, selectors.EVENT_READ, pid)
                 except OSError as exc:
-                    sock.send(json.dumps({"t": "error", "v": str(exc)}).encode())
+                    sock.send(json.dumps({"t": ZygoteMsg.ERROR, "v": str(exc)}).encode())
             else:
                 pid = key.data
                 try:
@@ -124,17 +126,17 @@ def _zygote_main(sock: socket.socket, factory: NsFactory | None, contained: bool
                     status, cpu = signal.SIGKILL, 0.0
                 sel.unregister(key.fileobj)
                 os.close(key.fd)
-                sock.send(json.dumps({"t": "exit", "pid": pid, "status": status, "cpu": cpu}).encode())
+                sock.send(json.dumps({"t": ZygoteMsg.REAPED, "pid": pid, "status": status, "cpu": cpu}).encode())
 
 
 def _make(sock: socket.socket, factory: NsFactory | None, contained: bool, netns: bool, self_pidfd: int,
-          rng: random.Random, root: bool, userns: bool) -> tuple[int, int]:
-    from evalcore.sandbox._child import ChildConfig, child_main
+          rng: random.Random, root: bool, userns: bool, warm: bool) -> tuple[int, int]:
+    from evalcore.sandbox.child import ChildConfig, child_main
 
     t0 = time.perf_counter()
     # a fresh uid per child: RLIMIT_NPROC then counts only its processes (the range is what this
-    # user namespace maps: the host's, or a pod's 65536 ids; see _root.throwaway_uid_range)
-    uid = rng.randrange(*_root.UID_RANGE) if root and _root.UID_RANGE else None
+    # user namespace maps: the host's, or a pod's 65536 ids; see isolation.throwaway_uid_range)
+    uid = rng.randrange(*isolation.UID_RANGE) if root and isolation.UID_RANGE else None
     z = 0
     z_fd = -1
     workdir = None
@@ -142,7 +144,7 @@ def _make(sock: socket.socket, factory: NsFactory | None, contained: bool, netns
         assert factory is not None
         z = factory.make()
         z_fd = os.pidfd_open(z)
-        cfg = ChildConfig(True, uid, WORKDIR, "/tmp", TMPFS_MB, netns, userns=userns)
+        cfg = ChildConfig(True, uid, WORKDIR, "/tmp", TMPFS_MB, netns, userns=userns, warm_up=warm)
     else:
         workdir = tempfile.mkdtemp(prefix="opteval-sbx-")
         tmp = os.path.join(workdir, ".tmp")
@@ -156,24 +158,24 @@ def _make(sock: socket.socket, factory: NsFactory | None, contained: bool, netns
 
             shutil.rmtree(workdir, ignore_errors=True)
             raise
-        cfg = ChildConfig(False, uid, workdir, tmp, TMPFS_MB, False)
+        cfg = ChildConfig(False, uid, workdir, tmp, TMPFS_MB, False, warm_up=warm)
     req_r, req_w = os.pipe2(os.O_CLOEXEC)
     out_r, out_w = os.pipe2(os.O_CLOEXEC)
     err_r, err_w = os.pipe2(os.O_CLOEXEC)
     chan_fs, chan_p = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     t1 = time.perf_counter()
     if contained:
-        _ns.setns(z_fd, _ns.CLONE_NEWPID)  # our next child is born in the run's PID namespace
+        linux.setns(z_fd, linux.CLONE_NEWPID)  # our next child is born in the run's PID namespace
     try:
         pid = os.fork()
     except OSError:
         if contained:
-            _ns.setns(self_pidfd, _ns.CLONE_NEWPID)
+            linux.setns(self_pidfd, linux.CLONE_NEWPID)
         raise
     if pid == 0:
         child_main(cfg, out_w, err_w, chan_p, req_r)  # never returns
     if contained:
-        _ns.setns(self_pidfd, _ns.CLONE_NEWPID)
+        linux.setns(self_pidfd, linux.CLONE_NEWPID)
     t2 = time.perf_counter()
     if DEBUG:
         log(f"zygote: namespace {(t1 - t0) * 1e3:.1f} ms, fork {(t2 - t1) * 1e3:.1f} ms")
@@ -183,7 +185,7 @@ def _make(sock: socket.socket, factory: NsFactory | None, contained: bool, netns
         os.close(fd)
     chan_p.close()
     pidfd = os.pidfd_open(pid)
-    info = {"t": "slot", "p": pid, "z": z, "workdir": workdir}
+    info = {"t": ZygoteMsg.SLOT, "p": pid, "z": z, "workdir": workdir}
     socket.send_fds(sock, [json.dumps(info).encode()], [req_w, out_r, err_r, chan_fs.fileno()])
     for fd in (req_w, out_r, err_r):
         os.close(fd)

@@ -3,9 +3,9 @@
 A child is forked from the warm fork server (so numpy, scipy, pulp, pyscipopt, highspy are
 already imported), prepares itself while still root (private mounts, scrubbed environment,
 stdio on pipes, everything else closed, then a throwaway uid, or without root a nested user
-namespace of its own), announces ``ready`` and waits
-for work. The fork server applies the run's resource limits with ``prlimit`` before handing
-over the code, so the same prepared child serves a one-shot program or a session's cells.
+namespace of its own), announces ``ready`` and waits for work. It sets each request's
+resource limits itself when the request arrives (reporting any that did not apply), so the
+same prepared child serves a one-shot program or a session's cells.
 
 The only way out besides stdout/stderr is the private channel (fd 3, a SOCK_SEQPACKET
 socket): ``submit`` and the model-capture hooks write JSON messages there, so text the
@@ -14,6 +14,7 @@ program prints can never be mistaken for a submission.
 from __future__ import annotations
 
 import builtins
+import io
 import json
 import linecache
 import math
@@ -30,7 +31,8 @@ import types
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
-from evalcore.sandbox import _ns
+from evalcore.sandbox import linux
+from evalcore.sandbox.protocol import ChildMsg, Op
 
 CHAN_FD = 3
 REQ_FD = 4
@@ -54,6 +56,7 @@ class ChildConfig:
     netns: bool  # a network namespace of its own (else the server's, which has no network)
     userns: bool = False  # the server runs in a user namespace: give this run a nested one
     stdin_path: str = "/dev/null"
+    warm_up: bool = True  # made ahead of demand: warm up before saying ready (see _warm_up)
 
 
 def emit(msg: dict[str, Any]) -> None:
@@ -99,7 +102,7 @@ def submit(value: Any) -> None:
     try:
         v = _normalize_submission(value)
     except (TypeError, ValueError) as exc:
-        emit({"t": "note", "v": str(exc)})
+        emit({"t": ChildMsg.NOTE, "v": str(exc)})
         try:
             print(f"[sandbox] {exc}; submission ignored", file=sys.stderr)
         except Exception:
@@ -107,29 +110,29 @@ def submit(value: Any) -> None:
         return
     if isinstance(v, float) and not math.isfinite(v):
         v = repr(v)  # JSON has no nan/inf; grading treats the string like the float (never correct)
-    emit({"t": "submit", "v": v})
+    emit({"t": ChildMsg.SUBMIT, "v": v})
 
 
 # ---------------------------------------------------------------- preparation (root)
 
 
 def _mounts(cfg: ChildConfig) -> None:
-    flags = _ns.CLONE_NEWNS | (_ns.CLONE_NEWNET if cfg.netns else 0)
-    _ns.unshare(flags)
-    nosd = _ns.MS_NOSUID | _ns.MS_NODEV
-    from evalcore.sandbox._root import TMP_PYTHON_DIRS
+    flags = linux.CLONE_NEWNS | (linux.CLONE_NEWNET if cfg.netns else 0)
+    linux.unshare(flags)
+    nosd = linux.MS_NOSUID | linux.MS_NODEV
+    from evalcore.sandbox.forkserver.isolation import TMP_PYTHON_DIRS
 
     keep = [(d, os.open(d, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)) for d in TMP_PYTHON_DIRS]
-    _ns.mount("proc", "/proc", "proc", nosd | _ns.MS_NOEXEC)
-    _ns.mount("tmpfs", "/tmp", "tmpfs", nosd, f"mode=1777,size={cfg.tmpfs_mb}m")
+    linux.mount("proc", "/proc", "proc", nosd | linux.MS_NOEXEC)
+    linux.mount("tmpfs", "/tmp", "tmpfs", nosd, f"mode=1777,size={cfg.tmpfs_mb}m")
     for d, fd in keep:  # a Python installation under /tmp stays visible over the private /tmp
         os.makedirs(d, exist_ok=True)
-        _ns.mount(f"/proc/self/fd/{fd}", d, None, _ns.MS_BIND | _ns.MS_REC)
-        _ns.mount(None, d, None, _ns.MS_REMOUNT | _ns.MS_BIND | _ns.MS_NOSUID | _ns.MS_RDONLY | _ns.mount_flags(d))
+        linux.mount(f"/proc/self/fd/{fd}", d, None, linux.MS_BIND | linux.MS_REC)
+        linux.mount(None, d, None, linux.MS_REMOUNT | linux.MS_BIND | linux.MS_NOSUID | linux.MS_RDONLY | linux.mount_flags(d))
         os.close(fd)
-    _ns.mount("tmpfs", "/dev/shm", "tmpfs", nosd, f"mode=1777,size={cfg.tmpfs_mb}m")
+    linux.mount("tmpfs", "/dev/shm", "tmpfs", nosd, f"mode=1777,size={cfg.tmpfs_mb}m")
     owner = f",uid={cfg.uid},gid={cfg.uid}" if cfg.uid is not None else ""
-    _ns.mount("tmpfs", cfg.workdir, "tmpfs", nosd, f"mode=0700,size={cfg.tmpfs_mb}m{owner}")
+    linux.mount("tmpfs", cfg.workdir, "tmpfs", nosd, f"mode=0700,size={cfg.tmpfs_mb}m{owner}")
 
 
 def _install_fds(fds: dict[int, int]) -> None:
@@ -174,8 +177,8 @@ def _own_user_namespace() -> None:
     server's mount and network namespaces), so it can neither ptrace nor remount them.
     Creating further user namespaces inside is switched off (``max_user_namespaces``).
     """
-    _ns.unshare(_ns.CLONE_NEWUSER)
-    _ns.write_id_maps(USERNS_UID, 0, USERNS_UID, 0)
+    linux.unshare(linux.CLONE_NEWUSER)
+    linux.write_id_maps(USERNS_UID, 0, USERNS_UID, 0)
     try:
         with open("/proc/sys/user/max_user_namespaces", "w") as fh:
             fh.write("0")
@@ -193,9 +196,63 @@ def _drop_privileges(cfg: ChildConfig) -> None:
         os.setgroups([])
         os.setresgid(cfg.uid, cfg.uid, cfg.uid)
         os.setresuid(cfg.uid, cfg.uid, cfg.uid)
-    _ns.prctl(_ns.PR_SET_NO_NEW_PRIVS, 1)
+    linux.prctl(linux.PR_SET_NO_NEW_PRIVS, 1)
     # after the uid change: a credential change clears the parent-death signal
-    _ns.prctl(_ns.PR_SET_PDEATHSIG, signal.SIGKILL)
+    linux.prctl(linux.PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+WARM_PROGRAM = """\
+import pulp
+prob = pulp.LpProblem("warm", pulp.LpMaximize)
+x = pulp.LpVariable("x", 0)
+prob += x
+prob += x <= 1
+prob.solve(pulp.PULP_CBC_CMD(msg=0))
+"""
+
+
+WARM_UP_TIMEOUT_S = 10.0
+
+
+def _warm_up_timeout(signum: int, frame: Any) -> None:
+    raise TimeoutError("warm-up took too long")
+
+
+def _warm_up(cfg: ChildConfig) -> None:
+    """Run the request path once, with a tiny PuLP solve, before saying ``ready``.
+
+    Why: a child is a copy-on-write fork of the warm server, and the first time it touches a
+    page of that heap (a reference count, a cache) the kernel copies the page; PuLP's solve
+    also spawns CBC, whose first start in a fresh process costs more than later ones. Doing it
+    here, before the child joins the pool, takes that work off the request's path. It costs
+    about 7 ms of CPU, so a child forked for a request already waiting skips it (the server
+    says so when it asks for the child): when the pool runs dry, the warm-ups stop. Nothing of
+    it reaches the server or the program: the channel is detached (no model capture), output
+    goes to /dev/null, and its files are PuLP's temporary files, which it deletes. A warm-up
+    that hangs (a broken solver install) is cut off, and whatever it started is killed.
+    """
+    global _chan
+    chan, _chan = _chan, None
+    saved = (os.dup(1), os.dup(2))
+    null = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, 1)
+    os.dup2(null, 2)
+    signal.signal(signal.SIGALRM, _warm_up_timeout)
+    signal.setitimer(signal.ITIMER_REAL, WARM_UP_TIMEOUT_S)
+    try:
+        json.loads(json.dumps({"op": Op.RUN, "code": "", "limits": {}}))
+        code = WARM_PROGRAM if "pulp" in sys.modules else "pass\n"
+        _, exc = _execute(code, "<warm-up>", {"__name__": "__warm__"})
+        if exc == "TimeoutError" and cfg.namespaces:
+            os.kill(-1, signal.SIGKILL)  # only this run's PID namespace: a CBC left running
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, signal.SIG_DFL)
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        for fd in (*saved, null):
+            os.close(fd)
+        _chan = chan
 
 
 def child_main(cfg: ChildConfig, out_w: int, err_w: int, chan: socket.socket, req_r: int) -> NoReturn:
@@ -203,7 +260,7 @@ def child_main(cfg: ChildConfig, out_w: int, err_w: int, chan: socket.socket, re
     global _chan
     t_start = time.perf_counter()
     try:
-        _ns.set_name("opteval-run")
+        linux.set_name("opteval-run")
         if cfg.namespaces:
             _mounts(cfg)
         else:
@@ -217,12 +274,15 @@ def child_main(cfg: ChildConfig, out_w: int, err_w: int, chan: socket.socket, re
             signal.signal(sig, signal.default_int_handler if sig == signal.SIGINT else signal.SIG_DFL)
         signal.pthread_sigmask(signal.SIG_SETMASK, [])
         _drop_privileges(cfg)
-        sys.stdout.reconfigure(line_buffering=True)
+        if isinstance(sys.stdout, io.TextIOWrapper):
+            sys.stdout.reconfigure(line_buffering=True)
         sys.stdin = open(0, closefd=False)
         sys.path[0] = cfg.workdir
         sys.argv = [os.path.join(cfg.workdir, "main.py")]
         builtins.submit = submit  # type: ignore[attr-defined]
-        emit({"t": "ready", "prep_ms": round((time.perf_counter() - t_start) * 1e3, 2)})
+        if cfg.warm_up:
+            _warm_up(cfg)  # made ahead of demand: no request waits for this child yet
+        emit({"t": ChildMsg.READY, "prep_ms": round((time.perf_counter() - t_start) * 1e3, 2)})
         _serve(cfg)
     except BaseException:
         try:
@@ -314,14 +374,30 @@ def _count_own_tasks() -> int:
     return n
 
 
-def _apply_limits(cfg: ChildConfig, lim: dict[str, Any], hard: bool) -> None:
-    """Lower this process's rlimits for the coming run (one-shot) or cell (session).
+_LIMIT_NAMES = {
+    resource.RLIMIT_CPU: ("RLIMIT_CPU", "cpu_s", "s", 1),
+    resource.RLIMIT_AS: ("RLIMIT_AS", "memory_mb", "MB", 1024 * 1024),
+    resource.RLIMIT_FSIZE: ("RLIMIT_FSIZE", "file_mb", "MB", 1024 * 1024),
+    resource.RLIMIT_NPROC: ("RLIMIT_NPROC", "max_procs", "processes", 1),
+}
+
+
+def _fmt_limit(res: int, value: int) -> str:
+    _, _, unit, scale = _LIMIT_NAMES[res]
+    return "unlimited" if value == resource.RLIM_INFINITY else f"{value / scale:g} {unit}"
+
+
+def _apply_limits(cfg: ChildConfig, lim: dict[str, Any], hard: bool) -> list[str]:
+    """Lower this process's rlimits for the coming run (one-shot) or cell (session); return one
+    line for each limit that did not apply as asked.
 
     The child sets them itself: lowering is always allowed, whereas ``prlimit`` on another
     uid needs CAP_SYS_RESOURCE, which containers often drop. A one-shot run lowers the hard
     limits too (irreversible, as it should be); a session must be able to widen them again
     for the next cell, so cells set soft limits, and the server's wall clock and CPU
-    watchdog enforce from outside.
+    watchdog enforce from outside. A limit above the hard limit the sandbox inherited is held
+    at that hard limit (stricter than asked); a limit the kernel refuses is not applied. Both
+    are reported, never silently ignored.
     """
     mb = 1024 * 1024
     cpu = math.ceil(_cpu() + float(lim.get("cpu_s", 60)))
@@ -334,17 +410,22 @@ def _apply_limits(cfg: ChildConfig, lim: dict[str, Any], hard: bool) -> None:
         resource.RLIMIT_FSIZE: (int(float(lim.get("file_mb", 64)) * mb),) * 2,
         resource.RLIMIT_NPROC: (nproc, nproc),
     }
+    problems = []
     for res, (soft, want_hard) in wanted.items():
-        cur_soft, cur_hard = resource.getrlimit(res)
-        new_hard = cur_hard
-        if hard and (cur_hard == resource.RLIM_INFINITY or want_hard < cur_hard):
-            new_hard = want_hard
-        if new_hard != resource.RLIM_INFINITY:
-            soft = min(soft, new_hard)
+        name, key, _, _ = _LIMIT_NAMES[res]
         try:
+            cur_soft, cur_hard = resource.getrlimit(res)
+            new_hard = cur_hard
+            if hard and (cur_hard == resource.RLIM_INFINITY or want_hard < cur_hard):
+                new_hard = want_hard
+            if new_hard != resource.RLIM_INFINITY and soft > new_hard:
+                problems.append(f"{key}: {name} held at the inherited hard limit of {_fmt_limit(res, new_hard)} "
+                                f"(asked {_fmt_limit(res, soft)})")
+                soft = new_hard
             resource.setrlimit(res, (soft, new_hard))
-        except (ValueError, OSError):
-            pass
+        except (ValueError, OSError, OverflowError) as exc:
+            problems.append(f"{key}: {name} not applied ({type(exc).__name__}: {exc})")
+    return problems
 
 
 def _serve(cfg: ChildConfig) -> None:
@@ -353,11 +434,12 @@ def _serve(cfg: ChildConfig) -> None:
         req = _read_request()
         if req is None:
             return
-        emit({"t": "start"})  # from here a death is the program's (before it, the server retries)
+        emit({"t": ChildMsg.STARTED})  # from here a death is the program's (before it, the server retries)
         code = req.get("code", "")
-        _apply_limits(cfg, req.get("limits") or {}, hard=req.get("op") == "run")
+        for problem in _apply_limits(cfg, req.get("limits") or {}, hard=req.get("op") == Op.RUN):
+            emit({"t": ChildMsg.LIMIT, "v": problem})
         cpu0 = _cpu()
-        if req.get("op") == "run":
+        if req.get("op") == Op.RUN:
             path = os.path.join(cfg.workdir, "main.py")
             try:
                 with open(path, "w") as fh:
@@ -385,13 +467,13 @@ def _serve(cfg: ChildConfig) -> None:
                     os.kill(-1, signal.SIGKILL)
                 except OSError:
                     pass
-            emit({"t": "exit", "code": status, "exc": exc, "cpu": _cpu() - cpu0})
+            emit({"t": ChildMsg.EXITED, "code": status, "exc": exc, "cpu": _cpu() - cpu0})
             try:  # leave the CPU to the server's answer; it kills us right after
                 os.read(REQ_FD, 1)
             except OSError:
                 pass
             os._exit(status & 0xFF if status >= 0 else 1)
-        elif req.get("op") == "cell":
+        elif req.get("op") == Op.CELL:
             if _session_globals is None:
                 mod = types.ModuleType("__main__")
                 sys.modules["__main__"] = mod
@@ -400,4 +482,4 @@ def _serve(cfg: ChildConfig) -> None:
             linecache.cache[name] = (len(code), None, code.splitlines(True), name)
             status, exc = _execute(code, name, _session_globals)
             _flush()
-            emit({"t": "cell_done", "code": status, "exc": exc, "cpu": _cpu() - cpu0})
+            emit({"t": ChildMsg.CELL_DONE, "code": status, "exc": exc, "cpu": _cpu() - cpu0})

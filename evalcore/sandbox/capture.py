@@ -21,7 +21,8 @@ import math
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from evalcore.sandbox import _child
+from evalcore.sandbox import child
+from evalcore.sandbox.protocol import ChildMsg
 
 MAX_MODELS = 200
 _count = 0
@@ -50,14 +51,14 @@ def _num(x: Any) -> float | None:
 
 def _emit(library: str, build: Callable[[], dict[str, Any]]) -> None:
     global _count
-    if _child._chan is None or _count >= MAX_MODELS:
+    if child._chan is None or _count >= MAX_MODELS:
         return
     _count += 1
     try:
         rec = {"library": library, **build()}
     except Exception as exc:
         rec = {"library": library, "error": f"{type(exc).__name__}: {exc}"[:300]}
-    _child.emit({"t": "model", "v": rec})
+    child.emit({"t": ChildMsg.MODEL, "v": rec})
 
 
 def _record(library: str, sense: str | None, cont: int, binary: int, integer: int, ncons: int,
@@ -157,21 +158,19 @@ def _hook_pyscipopt() -> None:
 
         _opteval_hook = True
 
-        def optimize(self) -> Any:
-            r = base.optimize(self)
+        def optimize(self) -> None:
+            base.optimize(self)
             _emit("pyscipopt", lambda: _scip_features(self))
-            return r
 
         if hasattr(base, "optimizeNogil"):
-            def optimizeNogil(self) -> Any:
-                r = base.optimizeNogil(self)
+            def optimizeNogil(self) -> None:
+                base.optimizeNogil(self)
                 _emit("pyscipopt", lambda: _scip_features(self))
-                return r
 
     Model.__name__ = Model.__qualname__ = "Model"
     Model.__module__ = "pyscipopt.scip"
-    pyscipopt.Model = Model
-    scip.Model = Model
+    pyscipopt.Model = Model  # type: ignore[misc]  # replacing the extension class is the point
+    scip.Model = Model  # type: ignore[misc]
 
 
 # ---------------------------------------------------------------- highspy
@@ -206,7 +205,7 @@ def _hook_highspy() -> None:
         return r
 
     run._opteval_hook = True  # type: ignore[attr-defined]
-    cls.run = run
+    cls.run = run  # type: ignore[method-assign]  # the capture hook
 
 
 # ---------------------------------------------------------------- scipy.optimize
@@ -227,9 +226,9 @@ def _bounds_arrays(bounds: Any, n: int) -> tuple[list[float], list[float]]:
     if bounds is None:
         return [0.0] * n, [math.inf] * n
     if hasattr(bounds, "lb"):
-        lo = np.broadcast_to(np.asarray(bounds.lb, dtype=float), (n,))
-        up = np.broadcast_to(np.asarray(bounds.ub, dtype=float), (n,))
-        return list(lo), list(up)
+        lb = np.broadcast_to(np.asarray(bounds.lb, dtype=float), (n,))
+        ub = np.broadcast_to(np.asarray(bounds.ub, dtype=float), (n,))
+        return [float(x) for x in lb], [float(x) for x in ub]
     b = list(bounds)
     if len(b) == 2 and not isinstance(b[0], (list, tuple)):
         b = [b] * n
@@ -248,7 +247,9 @@ def _split_vars(integrality: Any, lo: list[float], up: list[float], n: int) -> t
 
 
 def _scipy_status(res: Any) -> str:
-    return {0: "optimal", 2: "infeasible", 3: "unbounded"}.get(getattr(res, "status", None), str(getattr(res, "message", "other")))
+    status = getattr(res, "status", None)
+    names = {0: "optimal", 2: "infeasible", 3: "unbounded"}
+    return names[status] if status in names else str(getattr(res, "message", "other"))
 
 
 def _linprog_features(bound: inspect.BoundArguments, res: Any) -> dict[str, Any]:

@@ -1,0 +1,4 @@
+"""``python -m evalcore.sandbox.forkserver --ctl-fd N``: what :class:`evalcore.sandbox.ForkServer` starts."""
+from evalcore.sandbox.forkserver.main import main
+
+main()
