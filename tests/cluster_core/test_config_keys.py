@@ -26,7 +26,7 @@ EVALCORE_SECTIONS = {"sampling", "budgets", "limits"}
 TOP = "cfg"  # the receiver name that stands for the whole SweepConfig
 # Reads the scan cannot attribute to a section, each with the file and the text that reads it.
 READ_ELSEWHERE = {
-    ("limits", "max_procs"): ("evalcore/sandbox/_child.py", 'lim.get("max_procs"'),  # limits sent as a dict
+    ("limits", "max_procs"): ("evalcore/sandbox/child.py", 'lim.get("max_procs"'),  # limits sent as a dict
 }
 
 

@@ -105,10 +105,12 @@ def test_skill_validation_names_the_field():
 def test_from_config_builds_and_rejects_unknown_keys():
     m = SimulatedModel.from_config({
         "name": "sim-a", "backend": "simulated", "policy": "always_mutant",
-        "skill": {"p_correct": 0.9, "mutation_ops": ["flip_sense"]}, "ttft_s": 0.0, "description": "x",
+        "skill": {"p_correct": 0.9, "mutation_ops": ["flip_sense"]}, "ttft_s": 0.0,
     })
     assert m.name == "sim-a" and m.policy == "always_mutant"
     assert m.skill.p_correct == 0.9 and m.skill.mutation_ops == ("flip_sense",)
+    with pytest.raises(ValueError, match="description"):  # a key no schema has is refused, not ignored
+        SimulatedModel.from_config({"name": "sim-a", "backend": "simulated", "description": "x"})
     with pytest.raises(ValueError, match="polcy"):
         SimulatedModel.from_config({"polcy": "skill"})
     with pytest.raises(ValueError, match="p_corect"):
