@@ -13,7 +13,9 @@ deployment handle from the worker to the replica), each against the same baselin
 Baseline: the programs the simulated policy writes for exactly those Direct
 trajectories (captured in process with the same harness, model and seeds), run
 directly on executor actors like the sweep's, with as many in flight as the sweep keeps.
-Both phases run on one local Ray started here, on the same executor actors' count
+A second, stricter baseline runs the same programs on as many fork servers alone (no Ray, no
+actor hop), each back to back in its own thread (``ratio_vs_sandbox_only``). Both Ray
+phases run on one local Ray started here, on the same executor actors' count
 and configuration, each warmed first, with the same number in flight, and both rates
 are steady rates (first 10% of completions left out). Figures printed as JSON at the end,
 with CPU ms per item by process role over each steady window (sampled from this
@@ -95,6 +97,44 @@ async def executor_only(programs: list[str], handles: list, slots: int, limits) 
     assert not bad, f"executor-only baseline lost runs: {bad[:3]}"
     t = prog.finish_times
     return prog.steady_rate(), t[int(len(t) * 0.1)], t[-1]
+
+
+def sandbox_only(programs: list[str], servers: int, pool: int, solvers: tuple[str, ...], limits: Any) -> float:
+    """Programs/s of ``servers`` fork servers alone (no Ray), each running its share of the
+    programs back to back in its own thread: the issue's floor, "the sandbox alone (two
+    processes)". Steady rate: the first 10% of completions left out, as for the sweep."""
+    import threading
+
+    from evalcore.sandbox import ForkServer
+    from evalcore.solvers import preimport_modules
+
+    fss = [ForkServer(modules=preimport_modules(solvers), pool_size=pool,
+                      allow_uncontained=limits.allow_uncontained).start() for _ in range(servers)]
+    done: list[float] = []
+    lock = threading.Lock()
+
+    def share(fs: ForkServer, codes: list[str]) -> None:
+        for code in codes:
+            res = fs.run_program(code, limits)
+            assert res.outcome != "killed", res.note
+            with lock:
+                done.append(time.perf_counter())
+
+    try:
+        for fs in fss:  # warm up
+            for code in programs[:8]:
+                fs.run_program(code, limits)
+        threads = [threading.Thread(target=share, args=(fs, programs[i::servers])) for i, fs in enumerate(fss)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        for fs in fss:
+            fs.close()
+    done.sort()
+    k = int(len(done) * 0.1)
+    return (len(done) - 1 - k) / max(1e-9, done[-1] - done[k])
 
 
 class CpuSampler:
@@ -257,6 +297,8 @@ def main() -> int:
     try:
         limits = cfg.limits
         n_exec = executor_count(cfg)
+        # no actor started yet: the fork servers alone, as many as the sweep's executors
+        sandbox_rate = sandbox_only(programs, n_exec, cfg.cluster.sandbox_pool, cfg.solvers, limits)
         handles = start_executors("bench-baseline", n_exec, cfg.cluster.executor_cpus, limits, cfg.solvers,
                                   cfg.cluster.sandbox_pool)  # as the sweep starts its executors
         inflight = int(cfg.cluster.max_in_flight_per_model)  # as many queued as the sweep keeps in flight
@@ -289,6 +331,7 @@ def main() -> int:
     base_ms = per_item_ms(base_cpu, base_rate, b0, b1)
     figures: dict[str, Any] = {
         "trajectories": len(first.plan), "executors": n_exec, "cpus": os.cpu_count(), "load_average": load,
+        "sandbox_only_programs_per_s": round(sandbox_rate, 3),
         "executor_only_programs_per_s": round(base_rate, 3),
         # CPU ms per program by component (executor_actor + sandboxed_programs are the floor)
         "executor_only_cpu_ms_per_program": base_ms, "target_ratio": 0.8,
@@ -298,6 +341,7 @@ def main() -> int:
         figures[f"route_{route}"] = {
             "sweep_trajectories_per_s": round(sw["rate"], 3),
             "ratio": round(sw["rate"] / base_rate, 3),
+            "ratio_vs_sandbox_only": round(sw["rate"] / sandbox_rate, 3),
             "sweep_trajectories_per_s_incl_ramp_up": round(sw["rate_all"], 3),
             "sweep_wall_s_incl_actor_start_and_deploy": round(sw["wall"], 1),
             "cpu_ms_per_trajectory": ms,
