@@ -9,6 +9,7 @@ during planning is honoured before any slow import.
 from __future__ import annotations
 
 import asyncio
+import signal
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
@@ -265,6 +266,23 @@ def _tracked(tracker: Tracker, what: str, fn: Callable[..., Any], *args: Any) ->
 # -- the whole job ------------------------------------------------------------------------
 
 
+def _connect_recording_sigterm(address: str | None) -> Any:
+    """``connect``, with a SIGTERM inside ``ray.init`` honoured like any other startup signal.
+
+    ``ray.init`` first installs its own SIGTERM handler (``sys.exit(15)``), so a SIGTERM that
+    lands while it starts the local cluster leaves as ``SystemExit(15)`` instead of being
+    recorded: stop what it started and report an interrupted startup (exit 130)."""
+    import ray
+
+    try:
+        return connect(address)
+    except SystemExit as exc:
+        if exc.code != signal.SIGTERM:
+            raise
+        ray.shutdown()  # also stops the processes of a half-started local cluster
+        raise signals.Interrupted(signal.SIGTERM) from None
+
+
 def run_sweep(cfg: SweepConfig) -> int:
     """The whole job: returns the process exit code (0, or 130 when interrupted).
 
@@ -284,7 +302,7 @@ def run_sweep(cfg: SweepConfig) -> int:
         stop = None
         if prep.pending:
             signals.step("starting Ray")
-            rt = connect(cfg.cluster.address)
+            rt = _connect_recording_sigterm(cfg.cluster.address)
             signals.install()  # ray.init replaces the SIGTERM handler (sys.exit) with its own
             signals.checkpoint()
             try:

@@ -91,6 +91,23 @@ def test_a_signal_in_the_first_second_stops_the_run_with_130(tmp_path, sig):
     assert "interrupted during startup" in out and "Traceback" not in out
 
 
+def test_a_sigterm_inside_ray_init_is_an_interrupted_startup(tmp_path, monkeypatch, capsys):
+    """ray.init installs its own SIGTERM handler (sys.exit(15)) before it starts the cluster; a
+    SIGTERM landing there must end like any startup signal: exit 130, the lease released."""
+    import cluster.driver.run as run
+    from cluster.config import load_config
+
+    def sigterm_in_ray_init(address):
+        raise SystemExit(signal.SIGTERM)  # what Ray's handler does
+
+    monkeypatch.setattr(run, "connect", sigterm_in_ray_init)
+    cfg = load_config([f"sweep.output_dir={tmp_path}", "sweep.name=sigray", "tracking.enabled=false",
+                       "methods=[direct]", "limit_problems=1", "samples.default=1"])
+    assert run.run_sweep(cfg) == 130
+    assert "interrupted during startup (signal 15)" in capsys.readouterr().out
+    assert not (tmp_path / "sigray" / "lease.json").exists()
+
+
 def test_readme_ledger_snippets_divide_by_the_planned_trajectories(tmp_path):
     """The README's pandas and duckdb snippets, run as written on a ledger with missing rows,
     give avg@k over the planned trajectories (the report's rule), not over the committed ones."""
