@@ -101,16 +101,17 @@ async def executor_only(programs: list[str], handles: list, slots: int, limits) 
 
 def sandbox_only(programs: list[str], servers: int, pool: int, solvers: tuple[str, ...], limits: Any) -> float:
     """Programs/s of ``servers`` fork servers alone (no Ray), each running its share of the
-    programs back to back in its own thread: the issue's floor, "the sandbox alone (two
-    processes)". Steady rate: the first 10% of completions left out, as for the sweep."""
+    programs back to back in its own thread: the sandbox alone, the floor under any sweep's
+    rate. Steady rate as the sweep's (``Progress.steady_rate``)."""
     import threading
 
+    from cluster.driver.progress import Progress
     from evalcore.sandbox import ForkServer
     from evalcore.solvers import preimport_modules
 
     fss = [ForkServer(modules=preimport_modules(solvers), pool_size=pool,
                       allow_uncontained=limits.allow_uncontained).start() for _ in range(servers)]
-    done: list[float] = []
+    prog = Progress(planned=len(programs), already=0)
     lock = threading.Lock()
 
     def share(fs: ForkServer, codes: list[str]) -> None:
@@ -118,7 +119,7 @@ def sandbox_only(programs: list[str], servers: int, pool: int, solvers: tuple[st
             res = fs.run_program(code, limits)
             assert res.outcome != "killed", res.note
             with lock:
-                done.append(time.perf_counter())
+                prog.record("x", "x", False, False)
 
     try:
         for fs in fss:  # warm up
@@ -132,9 +133,7 @@ def sandbox_only(programs: list[str], servers: int, pool: int, solvers: tuple[st
     finally:
         for fs in fss:
             fs.close()
-    done.sort()
-    k = int(len(done) * 0.1)
-    return (len(done) - 1 - k) / max(1e-9, done[-1] - done[k])
+    return prog.steady_rate()
 
 
 class CpuSampler:

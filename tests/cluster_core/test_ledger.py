@@ -3,9 +3,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any
 
-import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
@@ -13,19 +11,7 @@ from cluster.config import load_config, resolved, sweep_fingerprint
 from cluster.ledger import ConfigChangedError, DuplicateKeyError, Ledger, LedgerError, error_row, trajectory_row
 from cluster.plan import expand_plan, remaining
 from evalcore.records import LEDGER_SCHEMA, CallRecord, ExecRecord, Submission, Trajectory
-
-
-def _manifest(led: Ledger) -> dict[str, Any]:
-    man = led.manifest()
-    assert man is not None, f"{led.uri} has no manifest"
-    return man
-
-
-def _plan(led: Ledger) -> pa.Table:
-    plan = led.read_plan()
-    assert plan is not None, f"{led.uri} has no plan"
-    return plan
-
+from tests.cluster_core.ledger_reads import manifest_of, plan_of
 
 IDS = {"sample": [f"p{i}" for i in range(5)]}
 
@@ -74,8 +60,8 @@ def test_resume_skips_committed_and_duplicates_refused(tmp_path):
         led2.commit([_row(plan[0])])  # committed on disk
     with pytest.raises(DuplicateKeyError):
         led2.commit([_row(plan[8]), _row(plan[8])])
-    assert _plan(led2).num_rows == len(plan)
-    assert _manifest(led2)["plan"]["total"] == len(plan)
+    assert plan_of(led2).num_rows == len(plan)
+    assert manifest_of(led2)["plan"]["total"] == len(plan)
 
 
 def test_crash_between_write_and_rename_leaves_nothing_visible(tmp_path, monkeypatch):
@@ -119,7 +105,7 @@ def test_changed_config_refused_with_diff_unless_allowed(tmp_path):
     assert "sampling.temperature: 0.6 -> 0.7" in msg and "cluster" not in msg
     led = Ledger.open(str(tmp_path), "demo", res2, fp2, allow_config_change=True)
     assert led.committed_keys() == {plan[0].key}
-    assert _manifest(led)["fingerprint"] == fp2 and _manifest(led)["history"][-1]["changes"]
+    assert manifest_of(led)["fingerprint"] == fp2 and manifest_of(led)["history"][-1]["changes"]
     # operational changes only: same fingerprint, no refusal
     _, res3, fp3, _ = _setup(tmp_path, "sampling.temperature=0.7", "cluster.workers=1", "progress.interval_s=3")
     assert fp3 == fp2

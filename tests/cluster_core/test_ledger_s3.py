@@ -14,10 +14,8 @@ import subprocess
 import sys
 import urllib.request
 from pathlib import Path
-from typing import Any
 
 import boto3
-import pyarrow as pa
 import pytest
 from moto.server import ThreadedMotoServer
 
@@ -25,18 +23,7 @@ from cluster.config import load_config, resolved, sweep_fingerprint
 from cluster.ledger import ConfigChangedError, DuplicateKeyError, Ledger, error_row, trajectory_row
 from cluster.plan import expand_plan, remaining
 from evalcore.records import LEDGER_SCHEMA, CallRecord, ExecRecord, Submission, Trajectory
-
-
-def _manifest(led: Ledger) -> dict[str, Any]:
-    man = led.manifest()
-    assert man is not None, f"{led.uri} has no manifest"
-    return man
-
-
-def _plan(led: Ledger) -> pa.Table:
-    plan = led.read_plan()
-    assert plan is not None, f"{led.uri} has no plan"
-    return plan
+from tests.cluster_core.ledger_reads import manifest_of, plan_of
 
 REPO = Path(__file__).resolve().parents[2]
 BUCKET = "opteval-test"
@@ -158,8 +145,8 @@ def test_s3_commit_resume_duplicates_and_read_back(s3):
     led2 = Ledger.open(URI, "demo", res, fp)  # resume: keys come back from the bucket
     assert led2.committed_keys() == {r["key"] for r in committed}
     assert remaining(plan, led2.committed_keys()) == plan[11:]
-    assert _manifest(led2)["fingerprint"] == fp and _manifest(led2)["plan"]["total"] == len(plan)
-    assert _plan(led2).column("key").to_pylist() == [p.key for p in plan]
+    assert manifest_of(led2)["fingerprint"] == fp and manifest_of(led2)["plan"]["total"] == len(plan)
+    assert plan_of(led2).column("key").to_pylist() == [p.key for p in plan]
     with pytest.raises(DuplicateKeyError):
         led2.commit([_row(plan[0])])  # committed on the store
     with pytest.raises(DuplicateKeyError):
@@ -191,8 +178,8 @@ def test_s3_changed_config_refused_unless_allowed(s3):
         Ledger.open(URI, "demo", res2, fp2, read_only=True)  # plan_only refuses too
     led = Ledger.open(URI, "demo", res2, fp2, allow_config_change=True)
     assert led.committed_keys() == {plan[0].key}
-    assert _manifest(led)["fingerprint"] == fp2
-    assert _manifest(led)["history"][-1]["changes"] == ["sampling.temperature: 0.6 -> 0.7"]
+    assert manifest_of(led)["fingerprint"] == fp2
+    assert manifest_of(led)["history"][-1]["changes"] == ["sampling.temperature: 0.6 -> 0.7"]
     _assert_no_temporaries(s3)
 
 
