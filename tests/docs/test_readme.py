@@ -20,9 +20,9 @@ TEST = "python -m pip install -e '.[test]' && python -m pytest -q tests"
 
 # Built from pieces so this file does not match itself.
 OUTSIDE = re.compile("|".join([re.escape(".." + "/shared"), re.escape("shared" + "/papers"),
-                               "papers" + "/0[0-9][0-9]"]))
+                               re.escape("/work" + "/shared"), "papers" + "/0[0-9][0-9]"]))
 TEXT_SUFFIXES = {".py", ".md", ".yaml", ".yml"}
-SKIP_DIRS = {"__pycache__", "node_modules", "results", "build", "dist"}
+SKIP_DIRS = {"__pycache__", "node_modules", "venv", "results", "build", "dist"}
 
 LINK = re.compile(r"(?<!!)\[[^\]\n]*\]\(([^)\s]+)\)")
 FENCE = re.compile(r"^(```|~~~)")
@@ -33,8 +33,8 @@ def doc_files() -> list[Path]:
     return [README, *sorted((REPO / "docs").glob("*.md"))]
 
 
-def prose_lines(text: str) -> list[tuple[int, str]]:
-    """(line number, line) outside fenced blocks, with inline code removed (links there are not links)."""
+def prose_lines(text: str, keep_code: bool = False) -> list[tuple[int, str]]:
+    """(line number, line) outside fenced blocks; inline code removed unless kept (links there are not links)."""
     out, fence = [], None
     for n, line in enumerate(text.splitlines(), 1):
         m = FENCE.match(line.lstrip())
@@ -42,7 +42,7 @@ def prose_lines(text: str) -> list[tuple[int, str]]:
             fence = None if fence == m.group(1) else (fence or m.group(1))
             continue
         if fence is None:
-            out.append((n, INLINE_CODE.sub("", line)))
+            out.append((n, line if keep_code else INLINE_CODE.sub("", line)))
     return out
 
 
@@ -50,7 +50,7 @@ def heading_anchors(path: Path) -> set[str]:
     """GitHub's anchors for a Markdown file's headings (lower case, punctuation dropped, spaces to -)."""
     anchors: set[str] = set()
     seen: dict[str, int] = {}
-    for _, line in prose_lines(path.read_text(encoding="utf-8")):
+    for _, line in prose_lines(path.read_text(encoding="utf-8"), keep_code=True):
         m = re.match(r"^#{1,6}\s+(.*?)\s*#*\s*$", line)
         if not m:
             continue
@@ -116,7 +116,8 @@ def test_no_text_points_outside_the_repository():
 
 
 def test_the_pattern_catches_what_it_should():
-    for text in ["see " + ".." + "/shared/baselines.md", "(" + "papers" + "/003)", "shared" + "/papers/README.md"]:
+    for text in ["see " + ".." + "/shared/baselines.md", "(" + "papers" + "/003)", "shared" + "/papers/README.md",
+                 "/work" + "/shared/benchmarks/PROVENANCE.md"]:
         assert OUTSIDE.search(text), text
     for text in ["prompts/_shared/problem.md", "{{> _shared/solvers}}", "arXiv 2407.19633"]:
         assert not OUTSIDE.search(text), text
@@ -134,3 +135,14 @@ def test_quick_start_commands_match_makefile_and_ci():
 
     ci_lines = [line.strip() for line in (REPO / ".ci" / "run").read_text(encoding="utf-8").splitlines()]
     assert TEST in ci_lines, ".ci/run no longer runs the README's test command"
+
+
+def test_the_link_reader_sees_links_and_anchors(tmp_path):
+    """The checks above would pass vacuously if the reader found no links or headings."""
+    page = tmp_path / "page.md"
+    page.write_text("# Top\n## The `opteval` command\n## A sweep (twice)\n## A sweep (twice)\n"
+                    "[a](other.md#x) ![img](pic.png) `[code](not-a-link.md)` [web](https://example.org)\n"
+                    "```\n[fenced](not-a-link-either.md)\n```\n", encoding="utf-8")
+    assert [t for _, t in relative_links(page)] == ["other.md#x"]
+    assert heading_anchors(page) == {"top", "the-opteval-command", "a-sweep-twice", "a-sweep-twice-1"}
+    assert len(relative_links(README)) >= 10  # the README's docs list alone has more
