@@ -1,4 +1,5 @@
-"""The semantic reward model R(P, C) of SemOPT (papers/003, section 3) as a Ray Serve app.
+"""The semantic reward model R(P, C) of SemOPT (section 3 of "SemOPT: Fixing Semantic Errors in
+LLM-based Optimization Modeling via Reward-Guided Search") as a Ray Serve app.
 
 R is a sequence-classification model with a scalar value head (``num_labels = 1``): the
 problem and the solver code go in as a text pair, the raw value comes out, and a sigmoid turns

@@ -1,8 +1,8 @@
 """Shared fixtures. Tests never write outside tmp dirs; Ray runs without token auth locally.
 
 The nine public benchmarks are never part of a checkout. Tests that need them use
-:func:`shared_benchmarks`, which looks in ``$OPTEVAL_DATA`` and then in the checkout's
-sibling ``../shared/benchmarks`` (where CI lays them), and otherwise SKIPS with the command
+:func:`shared_benchmarks`, which looks in ``$OPTEVAL_DATA`` and then in CI's copy beside the
+checkout (``SIBLING_BENCHMARKS``), and otherwise SKIPS with the command
 that fetches them: a fresh clone with nothing beside it passes the suite.
 """
 from __future__ import annotations
@@ -21,7 +21,7 @@ REPO = Path(__file__).resolve().parents[1]
 SIBLING_BENCHMARKS = REPO.parent / "shared" / "benchmarks"
 SHARED_BENCHMARKS = SIBLING_BENCHMARKS  # kept for older imports
 MARKER_FILE = "nl4opt.jsonl"  # present in any complete normalized data directory
-HOW_TO_GET = ("public benchmark files not found ($OPTEVAL_DATA, ../shared/benchmarks): "
+HOW_TO_GET = ("public benchmark files not found ($OPTEVAL_DATA, or CI's copy beside the checkout): "
               "run `python jobs/data.py fetch all` (or set OPTEVAL_DATA to a directory holding them) to run this test")
 
 

@@ -68,8 +68,8 @@ def test_summary_json_intervals_on_a_real_sweep(ray_cluster, h, tmp_path, capsys
     assert "percentile cluster bootstrap over problems (B=2000, seed 1)" in md
     assert "Paired by problem" in md and "paired cluster bootstrap over problems" in md
 
-    # the README's summary.json snippet runs as written on this file
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    # docs/results.md's summary.json snippet runs as written on this file
+    readme = (Path(__file__).resolve().parents[2] / "docs" / "results.md").read_text()
     snippet = next(b for b in re.findall(r"```python\n(.*?)```", readme, re.S) if "summary.json" in b)
     ns: dict = {}
     exec(snippet.replace("results/try1/report/summary.json", str(out / "summary.json")), ns)

@@ -143,7 +143,7 @@ def test_read_only_open_writes_nothing(tmp_path):
 
 
 def test_readme_snippets_read_the_ledger_with_pandas_and_duckdb(tmp_path):
-    """The README's ways to read results work on a real ledger (several partitions, a compacted file)."""
+    """docs/results.md's ways to read results work on a real ledger (several partitions, a compacted file)."""
     import duckdb
     import pandas as pd
 

@@ -109,7 +109,7 @@ def test_a_sigterm_inside_ray_init_is_an_interrupted_startup(tmp_path, monkeypat
 
 
 def test_readme_ledger_snippets_divide_by_the_planned_trajectories(tmp_path):
-    """The README's pandas and duckdb snippets, run as written on a ledger with missing rows,
+    """docs/results.md's pandas and duckdb snippets, run as written on a ledger with missing rows,
     give avg@k over the planned trajectories (the report's rule), not over the committed ones."""
     import re
 
@@ -128,7 +128,7 @@ def test_readme_ledger_snippets_divide_by_the_planned_trajectories(tmp_path):
                            key=p.key, correct=True, profile="optagentbench", fingerprint=p.fingerprint, sweep="try1",
                            parsed=1.0) for p in plan[:2]]  # 2 committed (both right), 2 missing
     led.commit(rows)
-    readme = (REPO / "README.md").read_text()
+    readme = (REPO / "docs" / "results.md").read_text()  # the README's snippets live there now
     part = readme[readme.index("Reading the ledger yourself"):]
     blocks = re.findall(r"```python\n(.*?)```", part, re.S)[:2]
     assert "plan.parquet" in blocks[0] and "plan.parquet" in blocks[1]

@@ -30,7 +30,7 @@ def test_table1_yaml_is_nine_methods_on_two_backbones():
 
 
 @pytest.mark.skipif(not (SHARED / "nl4opt.jsonl").exists(),
-                    reason="needs the nine benchmarks: set up ../shared/benchmarks or `python jobs/data.py fetch`")
+                    reason="needs the nine benchmarks in CI's copy beside the checkout (the only place this test reads)")
 def test_plan_only_prints_the_table1_total(tmp_path):
     env = dict(os.environ, OPTEVAL_DATA=str(SHARED))
     out = subprocess.run([sys.executable, str(REPO / "jobs" / "sweep.py"), str(TABLE1), "plan_only=true",

@@ -1,4 +1,5 @@
-"""Strict validation of ray.io objects against KubeRay's CRDs (../shared/kuberay-crds/).
+"""Strict validation of ray.io objects against KubeRay's CRDs (ray-project/kuberay@feeaf72fa
+``ray-operator/config/crd/bases/ray.io_*.yaml``, Apache-2.0; CI lays them beside the checkout).
 
 The API server prunes unknown fields of a structural CRD silently; a typo in a manifest
 (``nodeselector``, ``rayStartParam``) would vanish on apply. Here every object schema that
