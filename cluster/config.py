@@ -24,19 +24,22 @@ No Ray import here: ``plan_only`` runs must not start or import Ray.
 from __future__ import annotations
 
 import copy
-import difflib
 import os
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, fields, is_dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 import yaml
 from omegaconf import DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from cluster.backends import BACKENDS, Where, backend_of
+from cluster.config_errors import ConfigError
+from cluster.config_errors import hint as _hint
 from cluster.endpoint import ROUTES
+from cluster.model_sections import VllmSection
 from evalcore.grading import PROFILES
 from evalcore.harnesses._common import STAGE_SAMPLING_KEYS, merge_body
 from evalcore.harnesses.base import Budgets
@@ -46,9 +49,6 @@ from evalcore.models.openai_backend import OpenAISection
 from evalcore.problems import REGISTRY
 from evalcore.records import config_fingerprint
 from evalcore.sandbox.types import Limits
-
-if TYPE_CHECKING:
-    from cluster.backends import Where
 
 CONFIGS_ENV = "OPTEVAL_CONFIGS"
 EXTRACTIONS = ("submit", "orlm", "sirl", "stdout")
@@ -61,10 +61,6 @@ NON_OUTCOME_KEYS = ("sweep", "plan_only", "data", "cluster", "serving", "trackin
 ADDED_FIELDS = (("sampling", "extra_body"), ("budgets", "max_output_tokens"))
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 T = TypeVar("T")
-
-
-class ConfigError(ValueError):
-    """A bad configuration; the message starts with the key path (and names the file)."""
 
 
 # -- schemas ----------------------------------------------------------------------------
@@ -187,20 +183,6 @@ class ModelSamplingOverrides:
 
 
 @dataclass
-class VllmSection:
-    source: str | None = None
-    engine_kwargs: dict[str, Any] = field(default_factory=dict)
-    deployment: dict[str, Any] = field(default_factory=dict)
-    accelerator_type: str | None = None
-    gpus_per_replica: int = 1
-    chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
-    tokenizer_source: str | None = None
-    language_only: bool = False  # a vision-language checkpoint served as a language model
-    runtime_env: dict[str, Any] = field(default_factory=dict)
-    placement_group_config: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass
 class PromptSection:
     """A model's prompt contract (evalcore.models.contract.PromptContract)."""
 
@@ -285,12 +267,6 @@ def configs_dir() -> Path:
 def _known(kind: str) -> list[str]:
     d = configs_dir() / kind
     return sorted(p.stem for p in d.glob("*.yaml")) if d.is_dir() else []
-
-
-def _hint(name: str, known: list[str]) -> str:
-    close = difflib.get_close_matches(name, known, n=1)
-    tail = f"; did you mean {close[0]!r}?" if close else ""
-    return f" (known: {', '.join(known) or 'none'}){tail}"
 
 
 # -- OmegaConf plumbing ---------------------------------------------------------------------
@@ -547,15 +523,12 @@ def _build_model_config(name: str) -> DictConfig:
 
 
 def _where(source: str, prefix: str = "") -> Where:
-    from cluster.backends import Where  # the registry imports this module: not at the top
-
     return Where(source, prefix)
 
 
 def _check_model(node: DictConfig, where: Where) -> None:
     """The one validation of a model config: the schema typed it; its backend checks its own
     section; another backend's section left at its defaults (set, it would do nothing)."""
-    from cluster.backends import BACKENDS
     from evalcore.models.contract import SYSTEM_MODES
 
     backend = BACKENDS.get(str(node.backend))
@@ -640,8 +613,6 @@ def flat_backend_config(model: Mapping[str, Any]) -> dict[str, Any]:
     at its Serve URL, so it has no backend config of its own here. Pure: Serve replicas
     call it on the dict they were given, without reading config files.
     """
-    from cluster.backends import backend_of
-
     return backend_of(model).client_config(model)
 
 

@@ -27,6 +27,11 @@ _PURPOSE = re.compile(r"^\s*\**Purpose\**\s*:\s*\**\s*(.+?)\s*$", re.M | re.I)
 _FENCE = re.compile(r"```([A-Za-z0-9_+-]*)[^\n]*\n(.*?)```", re.S)
 
 
+# Prompt formats other tools read (the simulated policy; tests/harnesses/test_prompt_formats.py
+# renders the prompts and checks each still matches): the problem block of
+# prompts/_shared/problem.md and the progress line of prompts/_shared/progress.md.
+PROBLEM_TAG = re.compile(r"<problem>\s*(.*?)\s*</problem>", re.S)
+TURN_LINE = re.compile(r"^Turn (\d+) of (\d+)", re.M)
 _INCLUDE = re.compile(r"^[ \t]*\{\{>\s*([\w/.-]+)\s*\}\}[ \t]*$", re.M)
 
 

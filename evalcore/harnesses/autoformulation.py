@@ -65,6 +65,10 @@ class Node:
 
 # -- deduplication --------------------------------------------------------------------------------
 
+# the candidate line of prompts/autoformulation/_expand_head.md and the blocks _listing writes
+# (read back by the simulated policy)
+CANDIDATE_LINE = re.compile(r"^## Candidate (\d+) of (\d+)", re.M)
+CANDIDATE_BLOCK = re.compile(r"^### Candidate (\d+)\n```python\n(.*?)```", re.S | re.M)
 _CMP = re.compile(r"(<=|>=|==)")
 
 

@@ -32,17 +32,3 @@ class LLMOPT(Direct):
 
 
 HARNESS = LLMOPT()
-
-
-def _simulated_formulation(model, call) -> str:
-    """The simulated policy's five elements: the formulation it reads off the reference program."""
-    return model.formulation_reply(call)
-
-
-def _register_simulated() -> None:
-    from evalcore.models.simulated import register_stage
-
-    register_stage("llmopt", "formulate", _simulated_formulation)
-
-
-_register_simulated()

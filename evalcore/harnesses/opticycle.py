@@ -23,6 +23,7 @@ made before the first action (OptiState's formulation) are turn 0.
 """
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -45,6 +46,8 @@ from evalcore.problems import ProblemSpec
 from evalcore.records import STATUS_SUBMITTED, Submission, Trajectory
 from evalcore.sandbox.types import KILLED, ExecResult
 
+# the summary block _summary writes per action (read back by the simulated policy)
+ACTION_HEAD = re.compile(r"^### Action (\d+) \(turn (\d+)\): ([a-z_]+)\s*\nPurpose: (.*)$", re.M)
 RESTARTED = "restarted"  # the outcome of the restart action in the summary
 RESTART_PURPOSE = "Restart the interpreter (done by the harness after the cell above was killed)."
 NO_CODE_FEEDBACK = "Your reply had no ```python block, so nothing ran. Reply with `Purpose: ...` and one ```python cell."

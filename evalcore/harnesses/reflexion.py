@@ -15,12 +15,16 @@ no answer.
 """
 from __future__ import annotations
 
+import re
+
 from evalcore.harnesses._baseline import Baseline, feedback, numeric, python_code, run_succeeded
 from evalcore.harnesses._common import Meter
 from evalcore.harnesses.base import HarnessContext
 from evalcore.problems import ProblemSpec
 from evalcore.records import Trajectory
 
+# the trial line heading prompts/reflexion/user.md and retry.md (read back by the simulated policy)
+TRIAL_LINE = re.compile(r"^## Trial (\d+) of (\d+)", re.M)
 MAX_TRIALS = 3  # OptiMUS Reflexion.py: max_iter=3
 
 

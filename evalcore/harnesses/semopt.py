@@ -61,6 +61,11 @@ LEVELS = ("root", "strategy", "model", "code")
 CODE = 3
 SIBLING_CHARS = 1500  # each listed sibling in an expansion prompt (head kept)
 PARENT_CHARS = 6000  # a strategy / math model shown to the level below
+# section heads of prompts/semopt/{model,code}.md and the sibling blocks _expand writes
+# (read back by the simulated policy)
+HEAD_STRATEGY = "## Modeling strategy"
+HEAD_MODEL = "## Math model"
+ALTERNATIVE = re.compile(r"^### Alternative \d+", re.M)
 _SCORE = re.compile(r"score\s*[:=]\s*\**\s*([-+]?\d*\.?\d+(?:[eE][-+]?\d+)?)", re.I)
 CRITIC_KINDS = ("llm", "reward_model")
 
@@ -514,10 +519,3 @@ def _body(node: Node) -> str:
 
 
 HARNESS = SemOPT()
-
-
-def _register_simulated() -> None:
-    from evalcore.models import sim_semopt  # noqa: F401  (registers the simulated policy's semopt stages)
-
-
-_register_simulated()

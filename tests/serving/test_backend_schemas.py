@@ -30,7 +30,7 @@ from cluster.config import (
 from evalcore.models import make_model
 from evalcore.models.clients import ReplaySection
 from evalcore.models.openai_backend import OpenAIChatModel, OpenAISection
-from evalcore.models.simulated import SimulatedModel
+from evalcore.sim.policy import SimulatedModel
 
 ROOT = Path(__file__).resolve().parents[2]
 
