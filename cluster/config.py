@@ -194,10 +194,11 @@ class PromptSection:
 class ModelConfig:
     """A model: ``configs/models/<name>.yaml``, a YAML anywhere, or a mapping in ``models=[...]``.
     ``backend`` picks the entry of ``cluster.backends.BACKENDS`` that checks, serves and calls it;
-    only that backend's section may be set."""
+    only that backend's section may be set. ``backend`` has no default: a config without one is an
+    error naming the choices (it used to become a simulated model silently)."""
 
     name: str = ""
-    backend: str = "simulated"
+    backend: str | None = None
     family: str = "simulated"
     size_b: float | None = None
     # SimSkill fields and SimulatedModel settings (cluster.backends.simulated checks them)
@@ -531,6 +532,8 @@ def _check_model(node: DictConfig, where: Where) -> None:
     section; another backend's section left at its defaults (set, it would do nothing)."""
     from evalcore.models.contract import SYSTEM_MODES
 
+    if node.backend is None:
+        raise where.error("backend", f"missing: say which backend serves this model, one of {sorted(BACKENDS)}")
     backend = BACKENDS.get(str(node.backend))
     if backend is None:
         raise where.error("backend", f"unknown backend {node.backend!r}{_hint(str(node.backend), list(BACKENDS))}")

@@ -1,7 +1,7 @@
 """``backend: simulated``: the simulated policy, served on Ray Serve as an OpenAI-compatible app.
 
-``SIM_MODEL_KEYS``, ``sim_keys`` and ``simulated_app_name`` live in ``sim_config`` (re-exported
-here), which ``cluster/sim_serving.py`` reads too without importing this module."""
+``SIM_MODEL_KEYS``, ``sim_keys`` and ``simulated_app_name`` live in ``sim_config``,
+which ``cluster/sim_serving.py`` reads too without importing this module."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence

@@ -17,7 +17,7 @@ from omegaconf import OmegaConf
 
 from cluster import llm_serving as ls
 from cluster.backends import BACKENDS, STANDIN, backend_of
-from cluster.backends.simulated import SIM_MODEL_KEYS, sim_keys
+from cluster.backends.sim_config import SIM_MODEL_KEYS, sim_keys
 from cluster.config import (
     ModelConfig,
     ModelSamplingOverrides,
