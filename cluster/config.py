@@ -46,7 +46,7 @@ from evalcore.harnesses.base import Budgets
 from evalcore.models.base import Sampling
 from evalcore.models.clients import ReplaySection
 from evalcore.models.openai_backend import OpenAISection
-from evalcore.problems import REGISTRY
+from evalcore.problems import REGISTRY, register_local_benchmark
 from evalcore.records import config_fingerprint
 from evalcore.sandbox.types import Limits
 
@@ -252,6 +252,10 @@ class BenchmarkConfig:
     slug: str = ""
     samples: int | None = None  # default per-problem samples for this benchmark
     grading: str | None = None  # grading profile override
+    # a local benchmark: its JSONL (rows id, question, answer; relative to the YAML's folder) and
+    # the file's optional sha256, checked on every load; unset for the pinned public benchmarks
+    path: str | None = None
+    sha256: str | None = None
 
 
 # -- locations ---------------------------------------------------------------------------
@@ -685,7 +689,29 @@ def _build_benchmark_config(slug: str) -> BenchmarkConfig:
     if bench.grading is not None:
         _check(bench.grading in PROFILES, f"grading [{path}]",
                f"unknown grading profile {bench.grading!r}{_hint(bench.grading, list(PROFILES))}")
+    if bench.path is not None:
+        _register_local(bench, path)
+    else:
+        _check(bench.sha256 is None, f"sha256 [{path}]", "only a local benchmark (path:) takes a sha256")
+        _check(slug in REGISTRY, f"path [{path}]",
+               f"missing: {slug!r} is not a pinned benchmark{_hint(slug, sorted(REGISTRY))}, so its YAML must "
+               f"give path: to a JSONL of id, question, answer")
     return bench
+
+
+def _register_local(bench: BenchmarkConfig, yaml_path: Path) -> None:
+    """``path:`` (relative: to the YAML's folder) -> evalcore.problems' registry."""
+    assert bench.path is not None
+    file = Path(bench.path).expanduser()
+    file = file if file.is_absolute() else (yaml_path.parent / file).resolve()
+    _check(file.is_file(), f"path [{yaml_path}]", f"no such file {str(file)!r}")
+    if bench.sha256 is not None:
+        _check(re.fullmatch(r"[0-9a-f]{64}", bench.sha256) is not None, f"sha256 [{yaml_path}]",
+               f"must be 64 lower-case hex digits (quote it in YAML), got {bench.sha256!r}")
+    try:
+        register_local_benchmark(bench.slug, file, bench.sha256)
+    except ValueError as exc:
+        raise ConfigError(f"slug [{yaml_path}]: {exc}") from None
 
 
 # -- derived values (what the driver and tracking use) --------------------------------------------
@@ -770,9 +796,15 @@ def resolved(cfg: SweepConfig) -> dict[str, Any]:
     out = _sweep_view(cfg)
     out["model_configs"] = {m: as_plain(model_config(m)) for m in cfg.models}
     out["method_configs"] = {m: as_plain(method_config(m)) for m in cfg.methods}
-    out["benchmark_configs"] = {b: as_plain(benchmark_config(b)) for b in cfg.benchmarks}
+    out["benchmark_configs"] = {b: _benchmark_view(benchmark_config(b)) for b in cfg.benchmarks}
     out["harness_versions"] = harness_versions(cfg.methods)
     return out
+
+
+def _benchmark_view(bench: BenchmarkConfig) -> dict[str, Any]:
+    """A benchmark config as plain data; ``path``/``sha256`` (added for local benchmarks) left out
+    when unset, so the pinned benchmarks' sweeps keep their fingerprints."""
+    return {k: v for k, v in as_plain(bench).items() if not (k in ("path", "sha256") and v is None)}
 
 
 def outcome_view(resolved_cfg: dict[str, Any]) -> dict[str, Any]:
