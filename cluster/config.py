@@ -40,9 +40,11 @@ from cluster.config_errors import ConfigError
 from cluster.config_errors import hint as _hint
 from cluster.endpoint import ROUTES
 from cluster.model_sections import VllmSection
+from evalcore.extraction import PROFILES as EXTRACTION_PROFILES
 from evalcore.grading import PROFILES
 from evalcore.harnesses._common import STAGE_SAMPLING_KEYS, merge_body
 from evalcore.harnesses.base import Budgets
+from evalcore.harnesses.registry import all_harnesses, get_harness
 from evalcore.models.base import Sampling
 from evalcore.models.clients import ReplaySection
 from evalcore.models.openai_backend import OpenAISection
@@ -51,7 +53,6 @@ from evalcore.records import config_fingerprint
 from evalcore.sandbox.types import Limits
 
 CONFIGS_ENV = "OPTEVAL_CONFIGS"
-EXTRACTIONS = ("submit", "orlm", "sirl", "stdout")
 # Top-level sections that never change a trajectory's outcome: they are left out of
 # the fingerprint and of the changed-config check (resuming with more workers is fine).
 NON_OUTCOME_KEYS = ("sweep", "plan_only", "data", "cluster", "serving", "tracking", "progress")
@@ -641,12 +642,13 @@ def _build_method_config(name: str) -> MethodConfig:
                f"unknown request field; allowed {list(STAGE_SAMPLING_KEYS)}")
     method = OmegaConf.to_object(node)
     assert isinstance(method, MethodConfig)
-    harness_file = Path(__file__).resolve().parents[1] / "evalcore" / "harnesses" / f"{method.harness}.py"
-    known = ("direct", "opticycle", "optistate", "orlm", "sirl", "llmopt")
-    _check(method.harness in known or harness_file.is_file(), f"harness [{path}]",
-           f"unknown harness {method.harness!r}{_hint(method.harness, list(known))}")
-    _check(method.extraction in EXTRACTIONS, f"extraction [{path}]",
-           f"unknown extraction profile {method.extraction!r}{_hint(method.extraction, list(EXTRACTIONS))}")
+    try:  # the registry (evalcore.harnesses.registry); ``<module>:<name>`` imports a harness from elsewhere
+        get_harness(method.harness)
+    except KeyError:
+        known = sorted(all_harnesses())
+        _check(False, f"harness [{path}]", f"unknown harness {method.harness!r}{_hint(method.harness, known)}")
+    _check(method.extraction in EXTRACTION_PROFILES, f"extraction [{path}]",
+           f"unknown extraction profile {method.extraction!r}{_hint(method.extraction, sorted(EXTRACTION_PROFILES))}")
     _check_params(method, path)
     return method
 
@@ -654,12 +656,7 @@ def _build_method_config(name: str) -> MethodConfig:
 def _check_params(method: MethodConfig, path: Path) -> None:
     """A harness that states its parameters (``check_params``) validates ``params`` here, so a
     typo fails at config load with the file named, not in every trajectory."""
-    from evalcore.harnesses import get_harness  # imports every harness: only when a method is read
-
-    try:
-        harness = get_harness(method.harness)
-    except KeyError:
-        return  # an unknown harness is reported by the method check itself
+    harness = get_harness(method.harness)  # known: the method check above found it
     check = getattr(harness, "check_params", None)
     if check is not None:
         try:

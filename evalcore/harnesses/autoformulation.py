@@ -32,6 +32,7 @@ from typing import Any
 from evalcore.harnesses._baseline import PULP_FOOTER, Baseline, json_object, python_code, run_succeeded, to_sympy
 from evalcore.harnesses._common import BudgetSpent, Meter
 from evalcore.harnesses.base import HarnessContext
+from evalcore.harnesses.registry import register_harness
 from evalcore.problems import ProblemSpec
 from evalcore.records import Trajectory
 from evalcore.sandbox.types import ExecResult
@@ -307,5 +308,5 @@ def _listing(candidates: list[str]) -> str:
     return "\n\n".join(f"### Candidate {i}\n```python\n{c.rstrip()}\n```" for i, c in enumerate(candidates, start=1))
 
 
-HARNESS = AutoFormulation()
+HARNESS = register_harness(AutoFormulation(), group="baselines")
 __all__ = ["HARNESS", "dedup", "component_key", "z3_equivalent", "LEVELS", "Node"]

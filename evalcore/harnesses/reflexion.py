@@ -20,6 +20,7 @@ import re
 from evalcore.harnesses._baseline import Baseline, feedback, numeric, python_code, run_succeeded
 from evalcore.harnesses._common import Meter
 from evalcore.harnesses.base import HarnessContext
+from evalcore.harnesses.registry import register_harness
 from evalcore.problems import ProblemSpec
 from evalcore.records import Trajectory
 
@@ -76,4 +77,4 @@ def _numbered(items: list[str]) -> str:
     return "\n\n".join(f"{i}. {t}" for i, t in enumerate(items, start=1)) or "(none)"
 
 
-HARNESS = Reflexion()
+HARNESS = register_harness(Reflexion(), group="baselines")
