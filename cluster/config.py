@@ -24,34 +24,35 @@ No Ray import here: ``plan_only`` runs must not start or import Ray.
 from __future__ import annotations
 
 import copy
-import difflib
 import os
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, fields, is_dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 import yaml
 from omegaconf import DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from cluster.backends import BACKENDS, Where, backend_of
+from cluster.config_errors import ConfigError
+from cluster.config_errors import hint as _hint
 from cluster.endpoint import ROUTES
+from cluster.model_sections import VllmSection
+from evalcore.extraction import PROFILES as EXTRACTION_PROFILES
 from evalcore.grading import PROFILES
 from evalcore.harnesses._common import STAGE_SAMPLING_KEYS, merge_body
 from evalcore.harnesses.base import Budgets
+from evalcore.harnesses.registry import all_harnesses, get_harness
 from evalcore.models.base import Sampling
 from evalcore.models.clients import ReplaySection
 from evalcore.models.openai_backend import OpenAISection
-from evalcore.problems import REGISTRY
+from evalcore.problems import REGISTRY, register_local_benchmark
 from evalcore.records import config_fingerprint
 from evalcore.sandbox.types import Limits
 
-if TYPE_CHECKING:
-    from cluster.backends import Where
-
 CONFIGS_ENV = "OPTEVAL_CONFIGS"
-EXTRACTIONS = ("submit", "orlm", "sirl", "stdout")
 # Top-level sections that never change a trajectory's outcome: they are left out of
 # the fingerprint and of the changed-config check (resuming with more workers is fine).
 NON_OUTCOME_KEYS = ("sweep", "plan_only", "data", "cluster", "serving", "tracking", "progress")
@@ -61,10 +62,6 @@ NON_OUTCOME_KEYS = ("sweep", "plan_only", "data", "cluster", "serving", "trackin
 ADDED_FIELDS = (("sampling", "extra_body"), ("budgets", "max_output_tokens"))
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 T = TypeVar("T")
-
-
-class ConfigError(ValueError):
-    """A bad configuration; the message starts with the key path (and names the file)."""
 
 
 # -- schemas ----------------------------------------------------------------------------
@@ -187,20 +184,6 @@ class ModelSamplingOverrides:
 
 
 @dataclass
-class VllmSection:
-    source: str | None = None
-    engine_kwargs: dict[str, Any] = field(default_factory=dict)
-    deployment: dict[str, Any] = field(default_factory=dict)
-    accelerator_type: str | None = None
-    gpus_per_replica: int = 1
-    chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
-    tokenizer_source: str | None = None
-    language_only: bool = False  # a vision-language checkpoint served as a language model
-    runtime_env: dict[str, Any] = field(default_factory=dict)
-    placement_group_config: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass
 class PromptSection:
     """A model's prompt contract (evalcore.models.contract.PromptContract)."""
 
@@ -212,10 +195,11 @@ class PromptSection:
 class ModelConfig:
     """A model: ``configs/models/<name>.yaml``, a YAML anywhere, or a mapping in ``models=[...]``.
     ``backend`` picks the entry of ``cluster.backends.BACKENDS`` that checks, serves and calls it;
-    only that backend's section may be set."""
+    only that backend's section may be set. ``backend`` has no default: a config without one is an
+    error naming the choices (it used to become a simulated model silently)."""
 
     name: str = ""
-    backend: str = "simulated"
+    backend: str | None = None
     family: str = "simulated"
     size_b: float | None = None
     # SimSkill fields and SimulatedModel settings (cluster.backends.simulated checks them)
@@ -269,6 +253,10 @@ class BenchmarkConfig:
     slug: str = ""
     samples: int | None = None  # default per-problem samples for this benchmark
     grading: str | None = None  # grading profile override
+    # a local benchmark: its JSONL (rows id, question, answer; relative to the YAML's folder) and
+    # the file's optional sha256, checked on every load; unset for the pinned public benchmarks
+    path: str | None = None
+    sha256: str | None = None
 
 
 # -- locations ---------------------------------------------------------------------------
@@ -285,12 +273,6 @@ def configs_dir() -> Path:
 def _known(kind: str) -> list[str]:
     d = configs_dir() / kind
     return sorted(p.stem for p in d.glob("*.yaml")) if d.is_dir() else []
-
-
-def _hint(name: str, known: list[str]) -> str:
-    close = difflib.get_close_matches(name, known, n=1)
-    tail = f"; did you mean {close[0]!r}?" if close else ""
-    return f" (known: {', '.join(known) or 'none'}){tail}"
 
 
 # -- OmegaConf plumbing ---------------------------------------------------------------------
@@ -547,17 +529,16 @@ def _build_model_config(name: str) -> DictConfig:
 
 
 def _where(source: str, prefix: str = "") -> Where:
-    from cluster.backends import Where  # the registry imports this module: not at the top
-
     return Where(source, prefix)
 
 
 def _check_model(node: DictConfig, where: Where) -> None:
     """The one validation of a model config: the schema typed it; its backend checks its own
     section; another backend's section left at its defaults (set, it would do nothing)."""
-    from cluster.backends import BACKENDS
     from evalcore.models.contract import SYSTEM_MODES
 
+    if node.backend is None:
+        raise where.error("backend", f"missing: say which backend serves this model, one of {sorted(BACKENDS)}")
     backend = BACKENDS.get(str(node.backend))
     if backend is None:
         raise where.error("backend", f"unknown backend {node.backend!r}{_hint(str(node.backend), list(BACKENDS))}")
@@ -640,8 +621,6 @@ def flat_backend_config(model: Mapping[str, Any]) -> dict[str, Any]:
     at its Serve URL, so it has no backend config of its own here. Pure: Serve replicas
     call it on the dict they were given, without reading config files.
     """
-    from cluster.backends import backend_of
-
     return backend_of(model).client_config(model)
 
 
@@ -663,12 +642,13 @@ def _build_method_config(name: str) -> MethodConfig:
                f"unknown request field; allowed {list(STAGE_SAMPLING_KEYS)}")
     method = OmegaConf.to_object(node)
     assert isinstance(method, MethodConfig)
-    harness_file = Path(__file__).resolve().parents[1] / "evalcore" / "harnesses" / f"{method.harness}.py"
-    known = ("direct", "opticycle", "optistate", "orlm", "sirl", "llmopt")
-    _check(method.harness in known or harness_file.is_file(), f"harness [{path}]",
-           f"unknown harness {method.harness!r}{_hint(method.harness, list(known))}")
-    _check(method.extraction in EXTRACTIONS, f"extraction [{path}]",
-           f"unknown extraction profile {method.extraction!r}{_hint(method.extraction, list(EXTRACTIONS))}")
+    try:  # the registry (evalcore.harnesses.registry); ``<module>:<name>`` imports a harness from elsewhere
+        get_harness(method.harness)
+    except KeyError:
+        known = sorted(all_harnesses())
+        _check(False, f"harness [{path}]", f"unknown harness {method.harness!r}{_hint(method.harness, known)}")
+    _check(method.extraction in EXTRACTION_PROFILES, f"extraction [{path}]",
+           f"unknown extraction profile {method.extraction!r}{_hint(method.extraction, sorted(EXTRACTION_PROFILES))}")
     _check_params(method, path)
     return method
 
@@ -676,12 +656,7 @@ def _build_method_config(name: str) -> MethodConfig:
 def _check_params(method: MethodConfig, path: Path) -> None:
     """A harness that states its parameters (``check_params``) validates ``params`` here, so a
     typo fails at config load with the file named, not in every trajectory."""
-    from evalcore.harnesses import get_harness  # imports every harness: only when a method is read
-
-    try:
-        harness = get_harness(method.harness)
-    except KeyError:
-        return  # an unknown harness is reported by the method check itself
+    harness = get_harness(method.harness)  # known: the method check above found it
     check = getattr(harness, "check_params", None)
     if check is not None:
         try:
@@ -711,7 +686,29 @@ def _build_benchmark_config(slug: str) -> BenchmarkConfig:
     if bench.grading is not None:
         _check(bench.grading in PROFILES, f"grading [{path}]",
                f"unknown grading profile {bench.grading!r}{_hint(bench.grading, list(PROFILES))}")
+    if bench.path is not None:
+        _register_local(bench, path)
+    else:
+        _check(bench.sha256 is None, f"sha256 [{path}]", "only a local benchmark (path:) takes a sha256")
+        _check(slug in REGISTRY, f"path [{path}]",
+               f"missing: {slug!r} is not a pinned benchmark{_hint(slug, sorted(REGISTRY))}, so its YAML must "
+               f"give path: to a JSONL of id, question, answer")
     return bench
+
+
+def _register_local(bench: BenchmarkConfig, yaml_path: Path) -> None:
+    """``path:`` (relative: to the YAML's folder) -> evalcore.problems' registry."""
+    assert bench.path is not None
+    file = Path(bench.path).expanduser()
+    file = file if file.is_absolute() else (yaml_path.parent / file).resolve()
+    _check(file.is_file(), f"path [{yaml_path}]", f"no such file {str(file)!r}")
+    if bench.sha256 is not None:
+        _check(re.fullmatch(r"[0-9a-f]{64}", bench.sha256) is not None, f"sha256 [{yaml_path}]",
+               f"must be 64 lower-case hex digits (quote it in YAML), got {bench.sha256!r}")
+    try:
+        register_local_benchmark(bench.slug, file, bench.sha256)
+    except ValueError as exc:
+        raise ConfigError(f"slug [{yaml_path}]: {exc}") from None
 
 
 # -- derived values (what the driver and tracking use) --------------------------------------------
@@ -796,9 +793,15 @@ def resolved(cfg: SweepConfig) -> dict[str, Any]:
     out = _sweep_view(cfg)
     out["model_configs"] = {m: as_plain(model_config(m)) for m in cfg.models}
     out["method_configs"] = {m: as_plain(method_config(m)) for m in cfg.methods}
-    out["benchmark_configs"] = {b: as_plain(benchmark_config(b)) for b in cfg.benchmarks}
+    out["benchmark_configs"] = {b: _benchmark_view(benchmark_config(b)) for b in cfg.benchmarks}
     out["harness_versions"] = harness_versions(cfg.methods)
     return out
+
+
+def _benchmark_view(bench: BenchmarkConfig) -> dict[str, Any]:
+    """A benchmark config as plain data; ``path``/``sha256`` (added for local benchmarks) left out
+    when unset, so the pinned benchmarks' sweeps keep their fingerprints."""
+    return {k: v for k, v in as_plain(bench).items() if not (k in ("path", "sha256") and v is None)}
 
 
 def outcome_view(resolved_cfg: dict[str, Any]) -> dict[str, Any]:

@@ -13,7 +13,6 @@ An executor that failed is avoided for ``DOWN_S`` while any other is up.
 from __future__ import annotations
 
 import asyncio
-import inspect
 import itertools
 import time
 import uuid
@@ -99,7 +98,7 @@ class ExecutorActor:
         if session is None:
             return ExecResult(outcome=KILLED, note="session lost: its executor restarted")
         async with self._slots:
-            return await asyncio.to_thread(_call_run_cell, session, code, limits)
+            return await asyncio.to_thread(session.run_cell, code, limits)
 
     async def restart_session(self, sid: str) -> bool:
         """A fresh interpreter for session ``sid``; False when this actor no longer holds it."""
@@ -128,13 +127,6 @@ class ExecutorActor:
     async def server_pid(self) -> int | None:
         """The fork server's pid (operators and fault-injection tests)."""
         return self._server.pid
-
-
-def _call_run_cell(session: Any, code: str, limits: Limits | None) -> ExecResult:
-    """``Session.run_cell`` may or may not take limits; pass them only when it does."""
-    if limits is not None and "limits" in inspect.signature(session.run_cell).parameters:
-        return session.run_cell(code, limits=limits)
-    return session.run_cell(code)
 
 
 def start_executors(sweep: str, count: int, cpus: float, default_limits: Limits | None = None,

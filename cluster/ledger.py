@@ -62,7 +62,15 @@ import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
+from cluster import lease
 from cluster.config import outcome_view
+from cluster.ledger_errors import (
+    CommitError,
+    ConfigChangedError,
+    DamagedFileError,
+    DuplicateKeyError,
+    LedgerError,
+)
 from cluster.plan import Plan
 from evalcore.records import LEDGER_SCHEMA, STATUS_ERROR, Trajectory
 
@@ -97,26 +105,6 @@ def _sorted_keys_sha256(keys: pa.ChunkedArray | pa.Array, chunk: int = 1 << 16) 
             h.update(b"\n")
         h.update(joined[0].as_buffer())  # the joined UTF-8 bytes, never a Python str
     return h.hexdigest()
-
-
-class LedgerError(RuntimeError):
-    """The ledger cannot be used as asked; the message names the file."""
-
-
-class DuplicateKeyError(LedgerError):
-    """A trajectory key would be (or was) committed twice."""
-
-
-class DamagedFileError(LedgerError):
-    """A ledger file (data, manifest or plan) cannot be read; ``sweep.repair=true`` quarantines it."""
-
-
-class CommitError(LedgerError):
-    """A write failed (disk full, permission, object-store error); the message names path and cause."""
-
-
-class ConfigChangedError(LedgerError):
-    """The sweep exists with a different configuration; the message lists the changes."""
 
 
 # -- filesystems ------------------------------------------------------------------------------
@@ -355,8 +343,6 @@ class Ledger:
         return led
 
     def _take_lease(self, sweep_name: str, stale_s: float, wait: bool) -> None:
-        from cluster import lease
-
         try:
             self.fs.create_dir(self.root, recursive=True)
         except (OSError, pa.ArrowException) as exc:

@@ -44,8 +44,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, fields, is_dataclass
 from typing import Any
 
-from cluster.config import VllmSection
 from cluster.endpoint import Endpoint
+from cluster.model_sections import VllmSection
 from cluster.serve_apps import (  # noqa: F401  (re-exported: part of this module's API)
     LLM_APP_NAME,
     PREFIX_TREE_ACTOR,

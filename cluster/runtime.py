@@ -95,7 +95,7 @@ def available_cpus() -> int:
 
 
 def _config_error() -> type:
-    from cluster.config import ConfigError  # no Ray import there
+    from cluster.config_errors import ConfigError  # no Ray import there
 
     return ConfigError
 

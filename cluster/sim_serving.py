@@ -16,8 +16,7 @@ from ray import serve
 from starlette.requests import Request
 from starlette.responses import Response
 
-from cluster.backends.simulated import simulated_app_name
-from cluster.config import flat_backend_config
+from cluster.backends.sim_config import simulated_app_name, simulated_client_config
 from cluster.endpoint import Endpoint, serve_url
 from cluster.serve_apps import QUIET_LOGS, server_deployment_name
 
@@ -28,7 +27,7 @@ SIMULATED_FINGERPRINT = "opteval-simulated"
 
 def simulated_model_cfg(model_cfg: dict[str, Any]) -> dict[str, Any]:
     """configs/models shape (``simulated: {p_correct, ttft_s, ...}``) -> ``SimulatedModel.from_config``'s."""
-    return flat_backend_config({**model_cfg, "backend": "simulated"})
+    return simulated_client_config(model_cfg)
 
 
 def _usage_block(usage: Any) -> dict[str, Any]:
@@ -92,7 +91,7 @@ class SimulatedOpenAI:
     """
 
     def __init__(self, model_cfg: dict[str, Any]) -> None:
-        from evalcore.models.simulated import SimulatedModel
+        from evalcore.sim.policy import SimulatedModel
 
         self._name = str(model_cfg["name"])
         self._model = SimulatedModel.from_config(simulated_model_cfg(model_cfg))

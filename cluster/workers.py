@@ -18,7 +18,8 @@ import ray
 
 from cluster.endpoint import Endpoint
 from cluster.executors import RayExecutor, _Shared
-from evalcore.harnesses.base import Budgets
+from evalcore.harnesses import get_harness  # the registry: every harness imported (and warm) here
+from evalcore.harnesses.base import Budgets, HarnessContext
 from evalcore.models.base import ModelError, Sampling
 from evalcore.models.contract import PromptContract
 from evalcore.problems import ProblemSpec
@@ -85,11 +86,6 @@ class HarnessWorker:
         # Names, not handles: a restarted worker looks the executors up again (constructor
         # arguments held in the object store could be gone by then).
         self._shared = _Shared([ray.get_actor(n) for n in executor_names])
-        import evalcore.extraction
-        import evalcore.harnesses.direct
-        import evalcore.harnesses.opticycle
-        import evalcore.harnesses.optistate
-        import evalcore.models.openai_backend  # noqa: F401
         self._default_limits = default_limits or Limits()
         self._clients: dict[tuple, Any] = {}
         self._running = 0
@@ -111,9 +107,6 @@ class HarnessWorker:
             self._running -= 1
 
     async def _run(self, task: TrajectoryTask) -> Trajectory | WorkerFailure:
-        from evalcore.harnesses import get_harness
-        from evalcore.harnesses.base import HarnessContext
-
         lost = asyncio.Event()
         executor = RayExecutor(self._shared, task.budgets.exec_limits or self._default_limits,
                                on_loss=lambda _reason: lost.set())

@@ -289,6 +289,17 @@ PROFILES: dict[str, ExtractionProfile] = {
 }
 
 
+def register_profile(profile: ExtractionProfile) -> ExtractionProfile:
+    """The one way in for an extraction profile: ``register_profile(ExtractionProfile(name,
+    extract_code, extract_submission, description))`` at import of the module that defines it;
+    then a method YAML's ``extraction:`` and the rewards job accept its name. A taken name is an
+    error."""
+    if profile.name in PROFILES and PROFILES[profile.name] is not profile:
+        raise ValueError(f"extraction profile {profile.name!r} is already registered")
+    PROFILES[profile.name] = profile
+    return profile
+
+
 def get_profile(profile: str) -> ExtractionProfile:
     try:
         return PROFILES[profile]

@@ -242,6 +242,16 @@ PROFILES: dict[str, GradingProfile] = {
 DEFAULT_PROFILE = "optagentbench"
 
 
+def register_profile(profile: GradingProfile) -> GradingProfile:
+    """The one way in for a grading profile: ``register_profile(GradingProfile(name, description,
+    numbers_match))`` at import of the module that defines it; then every ``grading.profile`` /
+    benchmark ``grading:`` setting and :func:`grade` accept its name. A taken name is an error."""
+    if profile.name in PROFILES and PROFILES[profile.name] is not profile:
+        raise ValueError(f"grading profile {profile.name!r} is already registered")
+    PROFILES[profile.name] = profile
+    return profile
+
+
 class UnknownProfileError(ValueError):
     """A grading profile name that is not in :data:`PROFILES`."""
 

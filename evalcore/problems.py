@@ -119,6 +119,7 @@ class BenchmarkEntry:
     primary: bool = False  # one of the nine of the 2,634-problem set
     variant: str | None = None  # "sirl" for corrected variants
     note: str = ""
+    path: str | None = None  # a local benchmark's own file (register_local_benchmark), else None
 
 
 LLMOPT_REPO = "antgroup/LLMOPT"
@@ -182,6 +183,21 @@ SIRL_SLUGS: tuple[str, ...] = tuple(f"{n}@sirl" for n, *_ in _SIRL)
 PRIMARY_TOTAL = sum(c for _, _, c, _ in _PRIMARY)  # 2,634
 
 
+def register_local_benchmark(slug: str, path: str | os.PathLike[str], sha256: str | None = None) -> BenchmarkEntry:
+    """Add a benchmark that is one local JSONL file (rows ``id``, ``question``, ``answer``): the
+    one way in for a benchmark defined by configuration alone (``configs/benchmarks/<slug>.yaml``
+    with ``path:``). ``sha256``, when given, is checked on every load. A pinned public slug
+    cannot be redefined; registering a local slug again replaces it."""
+    old = REGISTRY.get(slug)
+    if old is not None and old.path is None:
+        raise ValueError(f"benchmark {slug!r} is a pinned benchmark of evalcore.problems.REGISTRY; "
+                         f"a local benchmark needs another name")
+    entry = BenchmarkEntry(slug=slug, relpath="", id_prefix="", count=None, sha256=sha256, upstream=None,
+                           note="local file", path=str(Path(path)))
+    REGISTRY[slug] = entry
+    return entry
+
+
 def get_entry(slug: str) -> BenchmarkEntry:
     """The registry entry for ``slug``; an unknown slug names the known ones."""
     try:
@@ -215,6 +231,8 @@ def benchmark_path(slug: str, data_dir: str | os.PathLike[str] | None = None) ->
     entry = get_entry(slug)
     if entry.slug == SAMPLE_SLUG:
         return _sample_path()
+    if entry.path is not None:
+        return Path(entry.path)
     return _resolve_data_dir(data_dir) / entry.relpath
 
 
@@ -293,7 +311,8 @@ def parse_rows(text: str, path: str | os.PathLike[str], benchmark: str) -> tuple
 
 
 def load_jsonl(
-    path: str | os.PathLike[str], benchmark: str, *, count: int | None = None, sha256: str | None = None
+    path: str | os.PathLike[str], benchmark: str, *, count: int | None = None, sha256: str | None = None,
+    local: bool = False,
 ) -> tuple[list[ProblemSpec], AnswerKey]:
     """Load any normalized JSONL file, checking ``count`` and ``sha256`` when given.
 
@@ -317,6 +336,9 @@ def load_jsonl(
         raise BenchmarkLoadError(f"{p}: {benchmark!r} has {len(specs)} problems, expected {count}")
     if sha256 is not None:
         got = sha256_bytes(blob)
+        if got != sha256 and local:
+            raise BenchmarkLoadError(f"{p}: sha256 mismatch for local benchmark {benchmark!r}: got {got}, "
+                                     f"its YAML pins {sha256}")
         if got != sha256:
             raise BenchmarkLoadError(
                 f"{p}: sha256 mismatch for {benchmark!r}: got {got}, pinned {sha256} "
@@ -336,6 +358,10 @@ def load_benchmark(
     """
     entry = get_entry(slug)
     path = benchmark_path(slug, data_dir)
+    if entry.path is not None:
+        if not path.is_file():
+            raise BenchmarkLoadError(f"{path}: the file of local benchmark {slug!r} does not exist")
+        return load_jsonl(path, slug, sha256=entry.sha256 if verify else None, local=True)
     if entry.count is None and not path.exists():
         raise BenchmarkLoadError(f"{path}: embedded benchmark {slug!r} is missing from the package")
     if not path.exists():

@@ -237,6 +237,19 @@ SCHEMES: dict[str, Scheme] = {
 }
 
 
+def register_scheme(name: str, *, needs_answer: bool, description: str
+                    ) -> Callable[[Callable[[Sequence[_Run], str], list[Reward]]], Callable[[Sequence[_Run], str], list[Reward]]]:
+    """The one way in for a reward scheme, as a decorator on its ``score(runs, grading) ->
+    list[Reward]``: ``@register_scheme("mine", needs_answer=True, description="...")``. A taken
+    name is an error; the decorated function is returned unchanged."""
+    def add(score: Callable[[Sequence[_Run], str], list[Reward]]) -> Callable[[Sequence[_Run], str], list[Reward]]:
+        if name in SCHEMES:
+            raise ValueError(f"reward scheme {name!r} is already registered")
+        SCHEMES[name] = Scheme(name, needs_answer, score, description)
+        return score
+    return add
+
+
 def get_scheme(name: str) -> Scheme:
     try:
         return SCHEMES[name]

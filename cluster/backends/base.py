@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from cluster.config import ConfigError
+from cluster.config_errors import ConfigError
 
 if TYPE_CHECKING:
     from cluster.endpoint import Endpoint

@@ -1,31 +1,18 @@
-"""``backend: simulated``: the simulated policy, served on Ray Serve as an OpenAI-compatible app."""
+"""``backend: simulated``: the simulated policy, served on Ray Serve as an OpenAI-compatible app.
+
+``SIM_MODEL_KEYS``, ``sim_keys`` and ``simulated_app_name`` live in ``sim_config``,
+which ``cluster/sim_serving.py`` reads too without importing this module."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import fields
 from typing import TYPE_CHECKING, Any
 
 from cluster.backends.base import Backend, Where
+from cluster.backends.sim_config import sim_keys, simulated_app_name, simulated_client_config
+from cluster.config_errors import hint
 
 if TYPE_CHECKING:
     from cluster.endpoint import Endpoint
-
-# Keys of a model config's ``simulated`` section that are SimulatedModel settings (latency
-# and policy) rather than SimSkill fields.
-SIM_MODEL_KEYS = ("ttft_s", "tokens_per_s", "policy", "report_usage")
-
-
-def simulated_app_name(model: str) -> str:
-    """The Serve application of one simulated model."""
-    return f"opteval-sim-{model}"
-
-
-def sim_keys() -> set[str]:
-    """Every key the ``simulated`` section takes: SimSkill's fields and the model settings."""
-    from evalcore.models.simulated import SimSkill
-
-    return {f.name for f in fields(SimSkill)} | set(SIM_MODEL_KEYS)
-
 
 class SimulatedBackend(Backend):
     name = "simulated"
@@ -37,18 +24,11 @@ class SimulatedBackend(Backend):
         allowed = sim_keys()
         for key in dict(model.get("simulated") or {}):
             if key not in allowed:
-                from cluster.config import _hint
-
-                raise where.error(f"simulated.{key}", f"unknown key{_hint(str(key), sorted(allowed))}")
+                raise where.error(f"simulated.{key}", f"unknown key{hint(str(key), sorted(allowed))}")
 
     def client_config(self, model: Mapping[str, Any]) -> dict[str, Any]:
         """``{name, backend, skill: {SimSkill fields}, ttft_s, tokens_per_s, policy, report_usage}``."""
-        out = super().client_config(model)
-        sim = dict(model.get("simulated") or {})
-        out.update({k: sim.pop(k) for k in SIM_MODEL_KEYS if k in sim})
-        if sim:
-            out["skill"] = sim
-        return out
+        return simulated_client_config(model)
 
     def apps(self, models: Sequence[Mapping[str, Any]]) -> list[str]:
         return [simulated_app_name(str(m["name"])) for m in models]

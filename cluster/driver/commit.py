@@ -10,7 +10,8 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, cast
+from dataclasses import dataclass
+from typing import Any, cast
 
 from cluster.backends import is_simulated
 from cluster.driver.prepare import Prepared
@@ -19,9 +20,6 @@ from cluster.plan import PlanItem
 from cluster.tracking import summarize_ledger
 from evalcore.grading import grade_submission, parse_submission
 from evalcore.records import Trajectory
-
-if TYPE_CHECKING:  # dispatch imports this module (and Ray)
-    from cluster.driver.dispatch import Outcome
 
 
 class Committer:
@@ -76,6 +74,15 @@ class Committer:
             self.failed = CommitError(f"commit failed: {type(exc).__name__}: {exc}")
         if self.on_failure is not None:
             self.on_failure(self.failed)
+
+
+@dataclass
+class Outcome:
+    """One planned trajectory's end: a Trajectory to grade, or the reason it failed for good."""
+
+    traj: Trajectory | None
+    error: str | None
+    attempts: int
 
 
 def build_row(prep: Prepared, item: PlanItem, out: Outcome) -> tuple[dict[str, Any], bool]:

@@ -11,13 +11,12 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable
-from dataclasses import dataclass
 from typing import Any
 
 import ray
 from ray.exceptions import RayError
 
-from cluster.driver.commit import Committer, build_row
+from cluster.driver.commit import Committer, Outcome, build_row
 from cluster.driver.prepare import Prepared
 from cluster.driver.progress import Progress
 from cluster.driver.signals import StopState
@@ -30,15 +29,6 @@ from evalcore.records import Trajectory
 WORKER_DOWN_S = 30.0  # a worker whose call failed gets no new work this long while another is up
 WORKER_PROBE_S = 5.0  # a worker that failed must answer a ping this fast before it gets work again
 WORKER_RESTART_WAIT_S = 180.0  # with no worker answering, wait this long for one to come back
-
-
-@dataclass
-class Outcome:
-    """One planned trajectory's end: a Trajectory to grade, or the reason it failed for good."""
-
-    traj: Trajectory | None
-    error: str | None
-    attempts: int
 
 
 class Dispatcher:

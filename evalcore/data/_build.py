@@ -113,7 +113,7 @@ def relax_integrality(code: str) -> str | None:
 
 def mutation_report() -> None:
     rows = {json.loads(line)["id"]: json.loads(line) for line in SAMPLE_JSONL.read_text().splitlines()}
-    from evalcore.data.grade_local import grades_equal
+    from evalcore.grading import grade
 
     jobs = []
     for s in all_specs():
@@ -125,7 +125,7 @@ def mutation_report() -> None:
         values = list(pool.map(lambda j: run_code(j[2]), jobs))
     verdict: dict[str, dict[str, str]] = {}
     for (pid, name, _), v in zip(jobs, values):
-        same = not (isinstance(v, str) and v.startswith("error")) and grades_equal(v, rows[pid]["answer"])
+        same = not (isinstance(v, str) and v.startswith("error")) and grade(v, rows[pid]["answer"])
         verdict.setdefault(pid, {})[name] = f"{'SAME' if same else 'differs'} ({v})"
     for pid in rows:
         print(pid, rows[pid]["kind"], rows[pid]["answer"], verdict.get(pid, "no mutation applies"))

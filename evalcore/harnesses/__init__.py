@@ -1,34 +1,25 @@
 """Harnesses: the control loops around a frozen model (one module per method).
 
-``HARNESSES`` maps a method's harness name to its module's ``HARNESS`` object;
-``get_harness(name)`` looks one up and names the known ones when it fails.
-See README.md for how to add a harness.
+Every public module of this package is imported here, and each registers its ``HARNESS``
+(``registry.register_harness``): ``HARNESSES`` (the study's own and the post-trained models'
+protocols), ``BASELINES`` (the six adapted baselines of Table 1) and ``SEARCH`` (SemOPT) are
+filled by those registrations; ``get_harness(name)`` looks one up (``<module>:<name>`` imports a
+harness defined outside this package) and names the known ones when it fails. See
+docs/extending.md for how to add a harness.
 """
 from __future__ import annotations
 
-from evalcore.harnesses import autoformulation, cafa, coe, optimus, ormind, reflexion  # the six baselines
+import importlib
+import pkgutil
+
 from evalcore.harnesses.base import Budgets, Executor, Harness, HarnessContext, SessionHandle
-from evalcore.harnesses.direct import HARNESS as DIRECT
-from evalcore.harnesses.llmopt import HARNESS as LLMOPT
-from evalcore.harnesses.opticycle import HARNESS as OPTICYCLE
-from evalcore.harnesses.optistate import HARNESS as OPTISTATE
-from evalcore.harnesses.orlm import HARNESS as ORLM
-from evalcore.harnesses.semopt import HARNESS as SEMOPT
-from evalcore.harnesses.sirl import HARNESS as SIRL
+from evalcore.harnesses.registry import BASELINES, HARNESSES, SEARCH, get_harness, register_harness
 
-# the study's own harnesses and the post-trained models' protocols
-HARNESSES: dict[str, Harness] = {h.name: h for h in (DIRECT, OPTICYCLE, OPTISTATE, ORLM, SIRL, LLMOPT)}
-# the six adapted baselines of Table 1, looked up by get_harness like the above
-BASELINES: dict[str, Harness] = {m.HARNESS.name: m.HARNESS for m in (cafa, reflexion, coe, optimus, autoformulation, ormind)}
-# search-based methods (SemOPT): tens of calls per trajectory, tested on their own
-SEARCH: dict[str, Harness] = {SEMOPT.name: SEMOPT}
+# modules of this package that are not harnesses
+_SUPPORT = frozenset({"base", "registry", "template", "version"})
+for _module in pkgutil.iter_modules(__path__):
+    if not _module.name.startswith("_") and _module.name not in _SUPPORT:
+        importlib.import_module(f"{__name__}.{_module.name}")
 
-
-def get_harness(name: str) -> Harness:
-    try:
-        return {**HARNESSES, **BASELINES, **SEARCH}[name]
-    except KeyError:
-        raise KeyError(f"unknown harness {name!r}; known: {sorted({**HARNESSES, **BASELINES, **SEARCH})}") from None
-
-
-__all__ = ["HARNESSES", "BASELINES", "SEARCH", "get_harness", "Budgets", "Executor", "Harness", "HarnessContext", "SessionHandle"]
+__all__ = ["HARNESSES", "BASELINES", "SEARCH", "get_harness", "register_harness", "Budgets", "Executor", "Harness",
+           "HarnessContext", "SessionHandle"]

@@ -14,11 +14,11 @@ from __future__ import annotations
 import ast
 import json
 import re
-import time
 from typing import Any
 
-from evalcore.harnesses._common import BudgetSpent, Meter, exec_record, load_prompt, new_trajectory, render, system_prompt
+from evalcore.harnesses._common import Meter, exec_record, load_prompt, render, system_prompt
 from evalcore.harnesses.base import HarnessContext
+from evalcore.harnesses.template import TrajectoryHarness
 from evalcore.models.base import Message
 from evalcore.problems import ProblemSpec
 from evalcore.records import STATUS_NO_SUBMISSION, STATUS_SUBMITTED, Submission, Trajectory
@@ -115,25 +115,14 @@ def feedback(result: ExecResult, limit: int = 2000) -> str:
     return tail(text, limit)
 
 
-class Baseline:
-    """Bookkeeping of one baseline trajectory: subclasses implement ``_run``."""
+class Baseline(TrajectoryHarness):
+    """A baseline trajectory on the shared template: subclasses implement ``_run``."""
 
     name = "baseline"
     prompt_dir = "baseline"
 
-    async def run(self, problem: ProblemSpec, ctx: HarnessContext) -> Trajectory:
-        if ctx.extraction != "submit":
-            raise ValueError(f"{self.name}: extraction profile must be 'submit', got {ctx.extraction!r}")
-        traj = new_trajectory(problem, ctx, self.name)
-        meter = Meter(ctx, traj, self.name)
-        t0 = time.perf_counter()
-        try:
-            await self._run(problem, ctx, meter, traj)
-        except BudgetSpent as spent:
-            traj.errors.append(f"budget spent: {spent}")
-        finally:
-            traj.wall_s = time.perf_counter() - t0
-        return traj
+    async def trajectory(self, problem: ProblemSpec, ctx: HarnessContext, meter: Meter) -> None:
+        await self._run(problem, ctx, meter, meter.traj)
 
     async def _run(self, problem: ProblemSpec, ctx: HarnessContext, meter: Meter, traj: Trajectory) -> None:
         raise NotImplementedError

@@ -27,10 +27,39 @@ _PURPOSE = re.compile(r"^\s*\**Purpose\**\s*:\s*\**\s*(.+?)\s*$", re.M | re.I)
 _FENCE = re.compile(r"```([A-Za-z0-9_+-]*)[^\n]*\n(.*?)```", re.S)
 
 
+# Prompt formats other tools read (the simulated policy; tests/harnesses/test_prompt_formats.py
+# renders the prompts and checks each still matches): the problem block of
+# prompts/_shared/problem.md and the progress line of prompts/_shared/progress.md.
+PROBLEM_TAG = re.compile(r"<problem>\s*(.*?)\s*</problem>", re.S)
+TURN_LINE = re.compile(r"^Turn (\d+) of (\d+)", re.M)
 _INCLUDE = re.compile(r"^[ \t]*\{\{>\s*([\w/.-]+)\s*\}\}[ \t]*$", re.M)
 
 
+# prompt folders that live outside PROMPTS_DIR, by prompt_dir name (registry.register_harness's
+# ``prompts=``: a harness defined outside this package)
+_EXTRA_PROMPT_DIRS: dict[str, Path] = {}
+
+
+def register_prompt_dir(name: str, path: Path) -> None:
+    """``prompts/<name>/...`` references read ``path/...`` instead."""
+    if not path.is_dir():
+        raise FileNotFoundError(f"harness prompt folder not found: {path}")
+    _EXTRA_PROMPT_DIRS[name] = path.resolve()
+
+
+def prompt_folder(name: str) -> Path:
+    """Where the prompts of ``prompt_dir`` ``name`` live."""
+    return _EXTRA_PROMPT_DIRS.get(name) or PROMPTS_DIR / name
+
+
 def _prompt_path(ref: str) -> Path:
+    head, _, rest = ref.partition("/")
+    root = _EXTRA_PROMPT_DIRS.get(head)
+    if root is not None and rest:
+        path = (root / f"{rest}.md").resolve()
+        if root not in path.parents:
+            raise ValueError(f"prompt reference {ref!r} leaves {root}")
+        return path
     path = (PROMPTS_DIR / f"{ref}.md").resolve()
     if PROMPTS_DIR.resolve() not in path.parents:
         raise ValueError(f"prompt reference {ref!r} leaves {PROMPTS_DIR}")
@@ -67,7 +96,7 @@ def prompt_files(prompt_dir: str) -> list[Path]:
     """Every file the prompts of ``prompts/<prompt_dir>/`` read, fragments included, sorted
     (what the sweep fingerprint hashes)."""
     out: set[Path] = set()
-    for path in sorted((PROMPTS_DIR / prompt_dir).glob("*.md")):
+    for path in sorted(prompt_folder(prompt_dir).glob("*.md")):
         out.update(_expand(f"{prompt_dir}/{path.stem}", ())[1])
     return sorted(out)
 

@@ -32,6 +32,7 @@ from typing import Any
 from evalcore.harnesses._baseline import PULP_FOOTER, Baseline, json_object, python_code, run_succeeded, to_sympy
 from evalcore.harnesses._common import BudgetSpent, Meter
 from evalcore.harnesses.base import HarnessContext
+from evalcore.harnesses.registry import register_harness
 from evalcore.problems import ProblemSpec
 from evalcore.records import Trajectory
 from evalcore.sandbox.types import ExecResult
@@ -65,6 +66,10 @@ class Node:
 
 # -- deduplication --------------------------------------------------------------------------------
 
+# the candidate line of prompts/autoformulation/_expand_head.md and the blocks _listing writes
+# (read back by the simulated policy)
+CANDIDATE_LINE = re.compile(r"^## Candidate (\d+) of (\d+)", re.M)
+CANDIDATE_BLOCK = re.compile(r"^### Candidate (\d+)\n```python\n(.*?)```", re.S | re.M)
 _CMP = re.compile(r"(<=|>=|==)")
 
 
@@ -303,5 +308,5 @@ def _listing(candidates: list[str]) -> str:
     return "\n\n".join(f"### Candidate {i}\n```python\n{c.rstrip()}\n```" for i, c in enumerate(candidates, start=1))
 
 
-HARNESS = AutoFormulation()
+HARNESS = register_harness(AutoFormulation(), group="baselines")
 __all__ = ["HARNESS", "dedup", "component_key", "z3_equivalent", "LEVELS", "Node"]

@@ -21,6 +21,7 @@ import re
 from evalcore.harnesses._baseline import Baseline, json_object, to_sympy
 from evalcore.harnesses._common import Meter
 from evalcore.harnesses.base import HarnessContext
+from evalcore.harnesses.registry import register_harness
 from evalcore.problems import ProblemSpec
 from evalcore.records import Trajectory
 
@@ -121,5 +122,5 @@ class Cafa(Baseline):
             traj.errors.append(f"program {result.outcome}: {(result.stderr or result.note)[-300:]}")
 
 
-HARNESS = Cafa()
+HARNESS = register_harness(Cafa(), group="baselines")
 __all__ = ["HARNESS", "clean_code", "simplify_code", "wrap", "code_of"]

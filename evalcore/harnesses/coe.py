@@ -29,6 +29,7 @@ import random
 from evalcore.harnesses._baseline import Baseline, feedback, json_object, python_code
 from evalcore.harnesses._common import Meter
 from evalcore.harnesses.base import HarnessContext
+from evalcore.harnesses.registry import register_harness
 from evalcore.problems import ProblemSpec
 from evalcore.records import Trajectory
 
@@ -117,5 +118,5 @@ def _seeded(seed: int, pid: str, trial: int, k: int) -> random.Random:
     return random.Random(int.from_bytes(digest[:8], "big"))
 
 
-HARNESS = ChainOfExperts()
+HARNESS = register_harness(ChainOfExperts(), group="baselines")
 __all__ = ["HARNESS", "EXPERTS", "parse_expert", "slug"]

@@ -12,6 +12,7 @@ from __future__ import annotations
 from evalcore.harnesses._common import Meter, load_prompt, render, system_prompt
 from evalcore.harnesses.base import HarnessContext
 from evalcore.harnesses.direct import Direct
+from evalcore.harnesses.registry import register_harness
 from evalcore.models.base import Completion
 from evalcore.problems import ProblemSpec
 from evalcore.solvers import prompt_list
@@ -31,18 +32,4 @@ class LLMOPT(Direct):
         return await meter.call([system, {"role": "user", "content": code}], 0, "generate", stage="act")
 
 
-HARNESS = LLMOPT()
-
-
-def _simulated_formulation(model, call) -> str:
-    """The simulated policy's five elements: the formulation it reads off the reference program."""
-    return model.formulation_reply(call)
-
-
-def _register_simulated() -> None:
-    from evalcore.models.simulated import register_stage
-
-    register_stage("llmopt", "formulate", _simulated_formulation)
-
-
-_register_simulated()
+HARNESS = register_harness(LLMOPT())

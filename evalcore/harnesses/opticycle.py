@@ -23,16 +23,15 @@ made before the first action (OptiState's formulation) are turn 0.
 """
 from __future__ import annotations
 
-import time
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from evalcore.extraction import extract_code
 from evalcore.harnesses._common import (
-    BudgetSpent,
     Meter,
     exec_record,
     load_prompt,
-    new_trajectory,
     observation,
     render,
     stated_purpose,
@@ -40,11 +39,15 @@ from evalcore.harnesses._common import (
     tail,
 )
 from evalcore.harnesses.base import HarnessContext, SessionHandle
+from evalcore.harnesses.registry import register_harness
+from evalcore.harnesses.template import TrajectoryHarness
 from evalcore.models.base import Message
 from evalcore.problems import ProblemSpec
 from evalcore.records import STATUS_SUBMITTED, Submission, Trajectory
 from evalcore.sandbox.types import KILLED, ExecResult
 
+# the summary block _summary writes per action (read back by the simulated policy)
+ACTION_HEAD = re.compile(r"^### Action (\d+) \(turn (\d+)\): ([a-z_]+)\s*\nPurpose: (.*)$", re.M)
 RESTARTED = "restarted"  # the outcome of the restart action in the summary
 RESTART_PURPOSE = "Restart the interpreter (done by the harness after the cell above was killed)."
 NO_CODE_FEEDBACK = "Your reply had no ```python block, so nothing ran. Reply with `Purpose: ...` and one ```python cell."
@@ -87,21 +90,15 @@ def render_summary(actions: list[Action], summary_actions: int, summary_chars: i
     return "\n\n".join(blocks)
 
 
-class OptiCycle:
+class OptiCycle(TrajectoryHarness):
     """The OptiCycle harness; OptiState extends it through the ``_hook`` methods."""
 
     name = "opticycle"
     prompt_dir = "opticycle"
 
-    async def run(self, problem: ProblemSpec, ctx: HarnessContext) -> Trajectory:
-        if ctx.extraction != "submit":
-            raise ValueError(f"{self.name}: extraction profile must be 'submit', got {ctx.extraction!r}")
-        from evalcore.extraction import extract_code  # the other side of the seam; lazy
-
-        traj = new_trajectory(problem, ctx, self.name)
-        meter = Meter(ctx, traj, self.name)
+    async def trajectory(self, problem: ProblemSpec, ctx: HarnessContext, meter: Meter) -> None:
+        traj = meter.traj
         state = CycleState()
-        t0 = time.perf_counter()
         session: SessionHandle = await ctx.executor.open_session()
         try:
             await self._prepare(problem, ctx, meter, state)
@@ -134,12 +131,8 @@ class OptiCycle:
                 state.actions.append(Action(state.turn, stated_purpose(text), outcome, output, code))
                 if result.outcome == KILLED and traj.status != STATUS_SUBMITTED and state.turn < ctx.budgets.max_turns:
                     await self._restart(session, result, traj, state)
-        except BudgetSpent as spent:
-            traj.errors.append(f"budget spent: {spent}")
         finally:
-            traj.wall_s = time.perf_counter() - t0
             await session.close()
-        return traj
 
     async def _restart(self, session: SessionHandle, killed: ExecResult, traj: Trajectory, state: CycleState) -> None:
         """A fresh interpreter after a killed cell; costs one turn; the model is told what was lost."""
@@ -199,4 +192,4 @@ def _join(*parts: str) -> str:
     return "\n".join(p for p in parts if p)
 
 
-HARNESS = OptiCycle()
+HARNESS = register_harness(OptiCycle())

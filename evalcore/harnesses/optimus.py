@@ -29,6 +29,7 @@ from typing import Any
 from evalcore.harnesses._baseline import PULP_FOOTER, Baseline, feedback, json_object, python_code
 from evalcore.harnesses._common import Meter
 from evalcore.harnesses.base import HarnessContext
+from evalcore.harnesses.registry import register_harness
 from evalcore.problems import ProblemSpec
 from evalcore.records import Trajectory
 
@@ -180,4 +181,4 @@ def _describe_vars(variables: dict[str, dict[str, Any]]) -> str:
     return "\n".join(lines) or "(none yet)"
 
 
-HARNESS = OptiMUS()
+HARNESS = register_harness(OptiMUS(), group="baselines")

@@ -25,6 +25,7 @@ from typing import Any
 from evalcore.harnesses._common import Meter, fenced_blocks, load_prompt, render, system_prompt
 from evalcore.harnesses.base import HarnessContext
 from evalcore.harnesses.opticycle import CycleState, OptiCycle
+from evalcore.harnesses.registry import register_harness
 from evalcore.problems import ProblemSpec
 
 FORMULATION_FIELDS = ("sets", "parameters", "variables", "objective", "constraints")
@@ -88,4 +89,4 @@ class OptiState(OptiCycle):
         return {"formulation": text or "{}", "formulation_status": status}
 
 
-HARNESS = OptiState()
+HARNESS = register_harness(OptiState())

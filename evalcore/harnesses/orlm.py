@@ -12,6 +12,7 @@ from __future__ import annotations
 from evalcore.harnesses._common import load_prompt, render
 from evalcore.harnesses.base import HarnessContext
 from evalcore.harnesses.direct import Direct
+from evalcore.harnesses.registry import register_harness
 from evalcore.models.base import Message
 from evalcore.problems import ProblemSpec
 
@@ -25,4 +26,4 @@ class ORLM(Direct):
         return [{"role": "user", "content": prompt}]
 
 
-HARNESS = ORLM()
+HARNESS = register_harness(ORLM())

@@ -25,6 +25,7 @@ from typing import Any
 from evalcore.harnesses._baseline import Baseline, feedback, json_object, python_code
 from evalcore.harnesses._common import Meter, tail
 from evalcore.harnesses.base import HarnessContext
+from evalcore.harnesses.registry import register_harness
 from evalcore.problems import ProblemSpec
 from evalcore.records import Trajectory
 from evalcore.sandbox.types import ExecResult
@@ -117,4 +118,4 @@ def _pretty(text: str) -> str:
     return json.dumps(obj, indent=1) if obj is not None else text.strip()
 
 
-HARNESS = ORMind()
+HARNESS = register_harness(ORMind(), group="baselines")

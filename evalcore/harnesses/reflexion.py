@@ -15,12 +15,17 @@ no answer.
 """
 from __future__ import annotations
 
+import re
+
 from evalcore.harnesses._baseline import Baseline, feedback, numeric, python_code, run_succeeded
 from evalcore.harnesses._common import Meter
 from evalcore.harnesses.base import HarnessContext
+from evalcore.harnesses.registry import register_harness
 from evalcore.problems import ProblemSpec
 from evalcore.records import Trajectory
 
+# the trial line heading prompts/reflexion/user.md and retry.md (read back by the simulated policy)
+TRIAL_LINE = re.compile(r"^## Trial (\d+) of (\d+)", re.M)
 MAX_TRIALS = 3  # OptiMUS Reflexion.py: max_iter=3
 
 
@@ -72,4 +77,4 @@ def _numbered(items: list[str]) -> str:
     return "\n\n".join(f"{i}. {t}" for i, t in enumerate(items, start=1)) or "(none)"
 
 
-HARNESS = Reflexion()
+HARNESS = register_harness(Reflexion(), group="baselines")

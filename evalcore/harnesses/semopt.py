@@ -44,13 +44,14 @@ from evalcore.harnesses._common import (
     Meter,
     exec_record,
     load_prompt,
-    new_trajectory,
     observation,
     render,
     system_prompt,
     tail,
 )
 from evalcore.harnesses.base import HarnessContext
+from evalcore.harnesses.registry import register_harness
+from evalcore.harnesses.template import TrajectoryHarness
 from evalcore.models.base import Message, ModelError
 from evalcore.problems import ProblemSpec
 from evalcore.records import STATUS_SUBMITTED, CallRecord, Submission, Trajectory
@@ -61,6 +62,12 @@ LEVELS = ("root", "strategy", "model", "code")
 CODE = 3
 SIBLING_CHARS = 1500  # each listed sibling in an expansion prompt (head kept)
 PARENT_CHARS = 6000  # a strategy / math model shown to the level below
+# section heads of prompts/semopt/{model,code}.md and the sibling blocks _expand writes
+# (read back by the simulated policy)
+HEAD_STRATEGY = "## Modeling strategy"
+HEAD_MODEL = "## Math model"
+ALTERNATIVE_HEAD = "### Alternative {}"  # one sibling listed in an expansion prompt
+ALTERNATIVE = re.compile(r"^### Alternative \d+", re.M)
 _SCORE = re.compile(r"score\s*[:=]\s*\**\s*([-+]?\d*\.?\d+(?:[eE][-+]?\d+)?)", re.I)
 CRITIC_KINDS = ("llm", "reward_model")
 
@@ -281,7 +288,7 @@ class _Run:
     candidates: list[Candidate] = field(default_factory=list)
 
 
-class SemOPT:
+class SemOPT(TrajectoryHarness):
     name = "semopt"
     prompt_dir = PROMPTS
 
@@ -290,28 +297,19 @@ class SemOPT:
         """Raise ValueError naming the bad ``params.<key>`` (the config loader calls this)."""
         SemOptParams.from_config(params)
 
-    async def run(self, problem: ProblemSpec, ctx: HarnessContext) -> Trajectory:
-        if ctx.extraction != "submit":
-            raise ValueError(f"{self.name}: extraction profile must be 'submit', got {ctx.extraction!r}")
+    async def trajectory(self, problem: ProblemSpec, ctx: HarnessContext, meter: Meter) -> None:
         params = SemOptParams.from_config(ctx.params)
-        traj = new_trajectory(problem, ctx, self.name)
-        meter = Meter(ctx, traj, self.name)
         critic = (RewardModelCritic(params.critic, meter) if params.critic.kind == "reward_model"
                   else LLMCritic(params.critic, ctx, meter, self.name))
-        run = _Run(problem, ctx, traj, meter, params, critic)
-        t0 = time.perf_counter()
+        run = _Run(problem, ctx, meter.traj, meter, params, critic)
         try:
             first = await self._initial(run)
             accepted = params.gate and first.score > params.tau
             self._annotate_gate(run, first, accepted)
             if not accepted:
                 await self._search(run)
-        except BudgetSpent as spent:
-            traj.errors.append(f"budget spent: {spent}")
         finally:
             self._answer(run)
-            traj.wall_s = time.perf_counter() - t0
-        return traj
 
     # -- gate ------------------------------------------------------------------------------------
     async def _initial(self, run: _Run) -> Candidate:
@@ -450,7 +448,7 @@ class SemOPT:
         return child
 
     def _expansion_prompt(self, run: _Run, node: Node, level: int) -> str:
-        siblings = "\n\n".join(f"### Alternative {i + 1}\n{_head(_body(c), SIBLING_CHARS)}"
+        siblings = "\n\n".join(ALTERNATIVE_HEAD.format(i + 1) + f"\n{_head(_body(c), SIBLING_CHARS)}"
                                for i, c in enumerate(node.children)) or "(none yet)"
         values: dict[str, Any] = {"question": run.problem.question, "siblings": siblings}
         if level >= 2:
@@ -513,11 +511,4 @@ def _body(node: Node) -> str:
     return node.text
 
 
-HARNESS = SemOPT()
-
-
-def _register_simulated() -> None:
-    from evalcore.models import sim_semopt  # noqa: F401  (registers the simulated policy's semopt stages)
-
-
-_register_simulated()
+HARNESS = register_harness(SemOPT(), group="search")

@@ -13,12 +13,13 @@ grader might.
 """
 from __future__ import annotations
 
-from evalcore.harnesses._common import exec_record, load_prompt, render
+from evalcore.extraction import extract_code, extract_submission, sirl_flip_variable_types
+from evalcore.harnesses._common import Meter, exec_record, load_prompt, render
 from evalcore.harnesses.base import HarnessContext
 from evalcore.harnesses.direct import Direct
+from evalcore.harnesses.registry import register_harness
 from evalcore.models.base import Message
 from evalcore.problems import ProblemSpec
-from evalcore.records import Trajectory
 from evalcore.sandbox.types import ExecResult
 
 
@@ -32,10 +33,9 @@ class SIRL(Direct):
             {"role": "user", "content": render(load_prompt(self.prompt_dir, "user"), question=problem.question).strip()},
         ]
 
-    async def _after_submission(self, text: str, raw: object, result: ExecResult, ctx: HarnessContext,
-                                traj: Trajectory) -> None:
-        from evalcore.extraction import extract_code, extract_submission, sirl_flip_variable_types
-
+    async def _after_submission(self, problem: ProblemSpec, ctx: HarnessContext, meter: Meter, text: str,
+                                raw: object, result: ExecResult) -> None:
+        traj = meter.traj
         flipped = sirl_flip_variable_types(text)
         code = extract_code(flipped, ctx.extraction) if flipped else None
         if code is None:
@@ -47,4 +47,4 @@ class SIRL(Direct):
             traj.submission.alternate = alternate
 
 
-HARNESS = SIRL()
+HARNESS = register_harness(SIRL())

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 from evalcore.harnesses import _common
+from evalcore.harnesses.registry import get_harness
 
 
 def _digest(paths: list[Path]) -> str:
@@ -29,16 +30,16 @@ def code_files(harness: object) -> list[Path]:
     files = {Path(_common.__file__).resolve()}
     for cls in type(harness).__mro__:
         module = sys.modules.get(cls.__module__)
-        if module is not None and cls.__module__.startswith("evalcore.harnesses"):
+        # this package's modules, and the harness's own module wherever it lives (a registered
+        # harness from outside the package)
+        if module is not None and (cls.__module__.startswith("evalcore.harnesses") or cls is type(harness)):
             files.add(Path(inspect.getfile(module)).resolve())
     return sorted(files)
 
 
 def harness_version(name: str) -> dict[str, str]:
     """``{"prompts": <sha>, "code": <sha>}`` for the registered harness ``name``."""
-    from evalcore.harnesses import get_harness
-
     harness = get_harness(name)
     prompt_dir = getattr(harness, "prompt_dir", name)
-    prompts = _common.prompt_files(prompt_dir) if (_common.PROMPTS_DIR / prompt_dir).is_dir() else []
+    prompts = _common.prompt_files(prompt_dir) if _common.prompt_folder(prompt_dir).is_dir() else []
     return {"prompts": _digest(prompts), "code": _digest(code_files(harness))}

@@ -36,7 +36,7 @@ def _replay(cfg: dict[str, Any], pool_shards: int) -> ChatModel:
 
 
 def _simulated(cfg: dict[str, Any], pool_shards: int) -> ChatModel:
-    from evalcore.models.simulated import SimulatedModel  # lazy: tests and load runs only
+    from evalcore.sim.policy import SimulatedModel  # the test double: imported only when a simulated model is built
 
     return SimulatedModel.from_config(cfg)  # it checks its own keys (SimSkill's fields)
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 import pytest
 
 from evalcore.data import load_sample_rows, reference_program
-from evalcore.data.grade_local import grades_equal
 from evalcore.grading import grade
 from evalcore.sandbox import Limits, run_program
 
@@ -24,14 +23,13 @@ def test_reference_program_grades_correct_in_the_sandbox(row):
     result = run_program(code, LIMITS)
     assert result.outcome == "ok", (result.outcome, result.note, result.stderr[-2000:])
     got = result.submission
-    assert grades_equal(got, row["answer"]), (got, row["answer"])
     assert grade(got, row["answer"], profile="optagentbench"), (got, row["answer"])
 
 
 def test_a_wrong_submission_does_not_grade_correct():
-    assert not grades_equal(1468.8, 1468.5714)  # 0.23 > max(1e-2, 1e-4*1468.8) = 0.147
-    assert grades_equal(1468.65, 1468.5714)  # 0.079 <= 0.147
-    assert not grades_equal(0.02, 0)  # absolute floor 1e-2
-    assert grades_equal(0.009, 0)
-    assert not grades_equal("infeasible", "unbounded")
-    assert not grades_equal(None, 0)
+    assert not grade(1468.8, 1468.5714)  # 0.23 > max(1e-2, 1e-4*1468.8) = 0.147
+    assert grade(1468.65, 1468.5714)  # 0.079 <= 0.147
+    assert not grade(0.02, 0)  # absolute floor 1e-2
+    assert grade(0.009, 0)
+    assert not grade("infeasible", "unbounded")
+    assert not grade(None, 0)

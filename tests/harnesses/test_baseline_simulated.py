@@ -8,8 +8,8 @@ import pytest
 from evalcore.data import reference_program
 from evalcore.grading import grade
 from evalcore.harnesses import BASELINES, Budgets
-from evalcore.models.sim_baselines import BaselineSkill, Parts, parts_of, pulp_parts, scip_lines
-from evalcore.models.simulated import SimSkill, SimulatedModel
+from evalcore.sim.baselines import BaselineSkill, Parts, parts_of, pulp_parts, scip_lines
+from evalcore.sim.policy import SimSkill, SimulatedModel
 
 PULP = "sample-0001"  # a PuLP LP (maximize)
 SCIP = "sample-0003"  # a PySCIPOpt binary program

@@ -10,7 +10,7 @@ from cluster.plan import expand_plan, plan_counts
 from evalcore.harnesses import Budgets, HarnessContext, get_harness
 from evalcore.models.base import Sampling
 from evalcore.models.contract import PromptContract
-from evalcore.models.simulated import SimulatedModel
+from evalcore.sim.policy import SimulatedModel
 
 MSGS = [{"role": "system", "content": "SYS"}, {"role": "user", "content": "USER"}]
 

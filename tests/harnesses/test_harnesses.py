@@ -12,7 +12,7 @@ from evalcore.grading import grade
 from evalcore.harnesses import HARNESSES, Budgets, HarnessContext, get_harness
 from evalcore.harnesses.optistate import check_formulation
 from evalcore.models.base import ModelError, Sampling
-from evalcore.models.simulated import SimSkill, SimulatedModel, count_tokens, split_program
+from evalcore.sim.policy import SimSkill, SimulatedModel, count_tokens, split_program
 from evalcore.records import STATUS_NO_SUBMISSION, STATUS_SUBMITTED, STATUSES
 
 FIRST = "sample-0001"  # a PuLP LP (maximize): its sense flip changes the optimum

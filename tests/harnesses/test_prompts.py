@@ -8,7 +8,7 @@ import pytest
 from evalcore.harnesses import Budgets, HarnessContext
 from evalcore.harnesses._common import PROMPTS_DIR, _expand, load_prompt, prompt_files, render, system_prompt
 from evalcore.models.base import Sampling
-from evalcore.models.simulated import SimulatedModel
+from evalcore.sim.policy import SimulatedModel
 from evalcore.solvers import PAPER_SOLVERS, prompt_list, validate
 
 

@@ -78,7 +78,7 @@ def test_a_crashed_interpreter_is_restarted_too(sample, run_harness, executor):
 def test_the_simulated_policy_rebuilds_after_a_restart(sample, run_harness):
     """The policy must not reuse objects built before a restart (it sends the build cell again)."""
     from evalcore.models.base import CallMeta
-    from evalcore.models.simulated import PURPOSE_BUILD, SimulatedModel
+    from evalcore.sim.policy import PURPOSE_BUILD, SimulatedModel
 
     problems, _ = sample
     spec = problems["sample-0001"]

@@ -10,7 +10,7 @@ import pytest
 from evalcore.harnesses._common import PROMPTS_DIR, fenced_blocks, load_prompt, render
 from evalcore.models import CallMeta, OpenAIChatModel, Sampling
 from evalcore.models.openai_backend import HARNESS_HEADER, STAGE_HEADER
-from evalcore.models.simulated import STAGE_HANDLERS, SimulatedModel, register_stage, stage_handler
+from evalcore.sim.policy import STAGE_HANDLERS, SimulatedModel, register_stage, stage_handler
 from tests.models.conftest import FakeOpenAIServer, chat_response
 
 # Any bracketed tag a test tool could leave in a prompt: [harness:x], [step:x], [stage:x], [sim:...]

@@ -12,7 +12,7 @@ from evalcore.data import reference_program
 from evalcore.extraction import extract_code
 from evalcore.harnesses._common import fenced_blocks, load_prompt, render
 from evalcore.models.base import CallMeta, ChatModel, Sampling
-from evalcore.models.simulated import (
+from evalcore.sim.policy import (
     MUTATION_OPS,
     SimSkill,
     SimulatedModel,

@@ -8,7 +8,7 @@ import pytest
 from evalcore.harnesses import Budgets, HarnessContext, get_harness
 from evalcore.harnesses._common import stage_sampling
 from evalcore.models import CallMeta, OpenAIChatModel, Sampling
-from evalcore.models.simulated import SimulatedModel
+from evalcore.sim.policy import SimulatedModel
 from tests.models.conftest import FakeOpenAIServer, chat_response
 
 NO_THINK = {"extra_body": {"chat_template_kwargs": {"enable_thinking": False}}}

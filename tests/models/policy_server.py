@@ -16,7 +16,7 @@ from typing import Any
 
 from evalcore.models.base import CallMeta, Sampling
 from evalcore.models.openai_backend import HARNESS_HEADER, SIMULATED_FINGERPRINT, STAGE_HEADER
-from evalcore.models.simulated import SimulatedModel, content_text, count_tokens
+from evalcore.sim.policy import SimulatedModel, content_text, count_tokens
 
 Override = Callable[[dict[str, Any], "CallMeta | None"], "str | None"]
 

@@ -19,9 +19,9 @@ def test_simulated_backend_is_dispatched_lazily(monkeypatch):
             seen["cfg"] = cfg
             return cls()
 
-    fake = types.ModuleType("evalcore.models.simulated")
+    fake = types.ModuleType("evalcore.sim.policy")
     fake.SimulatedModel = FakeSimulated  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "evalcore.models.simulated", fake)
+    monkeypatch.setitem(sys.modules, "evalcore.sim.policy", fake)
     model = make_model({"name": "sim", "backend": "simulated", "skill": {"correct": 0.5}})
     assert isinstance(model, FakeSimulated)
     assert seen["cfg"] == {"name": "sim", "backend": "simulated", "skill": {"correct": 0.5}}

@@ -17,7 +17,7 @@ from omegaconf import OmegaConf
 
 from cluster import llm_serving as ls
 from cluster.backends import BACKENDS, STANDIN, backend_of
-from cluster.backends.simulated import SIM_MODEL_KEYS, sim_keys
+from cluster.backends.sim_config import SIM_MODEL_KEYS, sim_keys
 from cluster.config import (
     ModelConfig,
     ModelSamplingOverrides,
@@ -30,7 +30,7 @@ from cluster.config import (
 from evalcore.models import make_model
 from evalcore.models.clients import ReplaySection
 from evalcore.models.openai_backend import OpenAIChatModel, OpenAISection
-from evalcore.models.simulated import SimulatedModel
+from evalcore.sim.policy import SimulatedModel
 
 ROOT = Path(__file__).resolve().parents[2]
 

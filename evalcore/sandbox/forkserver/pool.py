@@ -20,15 +20,12 @@ import shutil
 import signal
 import socket
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from evalcore.sandbox.forkserver.isolation import NsFactory
 from evalcore.sandbox.forkserver.log import DEBUG, log
 from evalcore.sandbox.forkserver.zygote import Zygote
 from evalcore.sandbox.protocol import ChildMsg, ZygoteMsg
-
-if TYPE_CHECKING:
-    from evalcore.sandbox.forkserver.job import Job
 
 MAX_FAILURES = 50  # children that failed to prepare in a row before waiting requests are refused
 
@@ -78,7 +75,9 @@ class Slot:
         self.p_status: int | None = None  # wait status, once the zygote reaped the child
         self.p_cpu = 0.0
         self.z_done = True  # the init is gone (or there is none)
-        self.job: Job | None = None
+        # the forkserver.job.Job this slot runs: held for the event loop, never used here (so this
+        # module does not import job, which imports it)
+        self.job: Any = None
         self.killed = False
 
 

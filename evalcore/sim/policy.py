@@ -15,11 +15,13 @@ How it decides, from the messages alone (so it behaves the same in process and b
   call's ``CallMeta`` side channel -- the ``meta`` argument in process, the headers
   ``X-Opteval-Harness`` / ``X-Opteval-Stage`` behind HTTP (``cluster/serving.py``). The reply
   is written by the handler registered for (harness, stage) in ``STAGE_HANDLERS``
-  (``register_stage``; a harness module may register its own); no meta or an unregistered
+  (``register_stage``; the stage modules of ``evalcore.sim`` register theirs); no meta or an unregistered
   pair answers like ``direct``.
 * the state of a multi-turn trajectory: the line ``Turn <k> of <n>`` and the summary blocks
   ``### Action <i> (turn <t>): <outcome>`` followed by ``Purpose: <text>`` written by the
-  harnesses (see ``evalcore/harnesses/README.md``).
+  harnesses. The patterns are the harness modules' exported constants (``TURN_LINE``,
+  ``PROBLEM_TAG`` in ``evalcore.harnesses._common``, ``ACTION_HEAD`` in ``opticycle``), and
+  tests/harnesses/test_prompt_formats.py renders each prompt and checks they still match.
 
 Every random choice is drawn from a ``random.Random`` seeded by sha256 of
 (seed, problem id, turn, purpose), so the same (messages, seed) always give the same text.
@@ -44,8 +46,11 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from evalcore.data import load_sample_rows, reference_program
+from evalcore.harnesses._common import PROBLEM_TAG, TURN_LINE
+from evalcore.harnesses.opticycle import ACTION_HEAD
 from evalcore.models.base import CallMeta, Completion, Message, Sampling, Usage
 from evalcore.mutation import (  # the operators live in evalcore.mutation (also used by jobs/mutants.py)
     MUTATION_OPS,
@@ -64,15 +69,10 @@ from evalcore.mutation import (
 from evalcore.mutation import (
     stmt_span as _stmt_span,
 )
+from evalcore.sim.skill import BaselineSkill, SimSkill
 
-if TYPE_CHECKING:
-    from evalcore.models.sim_baselines import BaselineSkill
-
-# -- what the policy reads from the prompts (evalcore/harnesses/prompts) ------------------------
-
-PROBLEM_TAG = re.compile(r"<problem>\s*(.*?)\s*</problem>", re.S)
-TURN_LINE = re.compile(r"^Turn (\d+) of (\d+)", re.M)
-ACTION_HEAD = re.compile(r"^### Action (\d+) \(turn (\d+)\): ([a-z_]+)\s*\nPurpose: (.*)$", re.M)
+# -- what the policy reads from the prompts: formats the harness modules export ------------------
+# (PROBLEM_TAG, TURN_LINE: evalcore.harnesses._common; ACTION_HEAD: evalcore.harnesses.opticycle)
 
 # Stated purposes; the policy recognises its own earlier actions by these prefixes.
 PURPOSE_BUILD = "Build the model: data, variables, objective and constraints."
@@ -89,45 +89,6 @@ FORMULATION_FIELDS = ("sets", "parameters", "variables", "objective", "constrain
 
 _SOLVE_CALL = re.compile(r"\.(solve|optimize|run)\(|\b(linprog|milp|minimize|minimize_scalar|quadprog)\(")
 _NOT_OK = ("error", "timeout", "memory", "output_limit", "killed", "restarted")
-
-
-@dataclass(frozen=True)
-class SimSkill:
-    """How good the simulated model is. The four ``p_*`` answer kinds are relative weights.
-
-    ``p_correct``/``p_mutant`` also decide what an erroneous answer becomes once repaired.
-    """
-
-    p_correct: float = 0.6
-    p_mutant: float = 0.2
-    p_syntax_error: float = 0.05
-    p_runtime_error: float = 0.15
-    p_repair: float = 0.7  # per turn, after error feedback
-    p_no_submit: float = 0.05  # program prints its result instead of calling submit()
-    p_bad_formulation: float = 0.1  # OptiState: initial formulation lacks "constraints"
-    mutation_ops: tuple[str, ...] = MUTATION_OPS
-
-    def __post_init__(self) -> None:
-        for f in fields(self):
-            if f.name.startswith("p_"):
-                v = getattr(self, f.name)
-                if not isinstance(v, (int, float)) or not 0.0 <= v <= 1.0:
-                    raise ValueError(f"SimSkill.{f.name} must be a probability in [0, 1], got {v!r}")
-        if self.p_correct + self.p_mutant + self.p_syntax_error + self.p_runtime_error <= 0:
-            raise ValueError("SimSkill: p_correct + p_mutant + p_syntax_error + p_runtime_error must be > 0")
-        bad = [op for op in self.mutation_ops if op not in MUTATION_OPS]
-        if bad or not self.mutation_ops:
-            raise ValueError(f"SimSkill.mutation_ops: unknown {bad or 'empty'}; known {list(MUTATION_OPS)}")
-        object.__setattr__(self, "mutation_ops", tuple(self.mutation_ops))
-
-    @property
-    def kind_weights(self) -> dict[str, float]:
-        return {
-            "correct": self.p_correct,
-            "mutant": self.p_mutant,
-            "syntax_error": self.p_syntax_error,
-            "runtime_error": self.p_runtime_error,
-        }
 
 
 @dataclass(frozen=True)
@@ -178,8 +139,6 @@ def count_tokens(text: str) -> int:
 
 @lru_cache(maxsize=1)
 def _sample_catalog() -> dict[str, SimProblem]:
-    from evalcore.data import load_sample_rows, reference_program  # lazy: data may be large
-
     out: dict[str, SimProblem] = {}
     for row in load_sample_rows():
         src = reference_program(row["id"])
@@ -389,24 +348,19 @@ class StageCall:
 StageHandler = Callable[["SimulatedModel", StageCall], str]
 STAGE_HANDLERS: dict[tuple[str, str], StageHandler] = {}
 DEFAULT_STAGE = ("direct", "act")
-_HARNESSES_IMPORTED = False
 
 
 def register_stage(harness: str, stage: str, handler: StageHandler) -> None:
-    """Teach the policy one (harness, stage): ``handler(model, call) -> text``. A harness module
-    calls this at import; re-registering a pair replaces its handler."""
+    """Teach the policy one (harness, stage): ``handler(model, call) -> text``. The stage
+    modules of this package call it at import (a harness never does: it does not know the
+    simulator); re-registering a pair replaces its handler."""
     STAGE_HANDLERS[(harness, stage)] = handler
 
 
 def stage_handler(harness: str, stage: str) -> StageHandler:
-    """The handler for (harness, stage); unknown pairs answer like ``direct``. The harness
-    modules are imported once on a miss, so a process that never imported them (a Serve
-    replica) still sees the handlers they register."""
-    global _HARNESSES_IMPORTED
-    if (harness, stage) not in STAGE_HANDLERS and not _HARNESSES_IMPORTED:
-        _HARNESSES_IMPORTED = True
-        import evalcore.harnesses
-        import evalcore.models.sim_baselines  # noqa: F401  (the six baselines' stages)
+    """The handler for (harness, stage); unknown pairs answer like ``direct``. Every stage the
+    package knows is registered when ``evalcore.sim`` is imported (its ``__init__`` imports
+    ``baselines`` and ``semopt``), so a Serve replica sees the same handlers as a test."""
     return STAGE_HANDLERS.get((harness, stage)) or STAGE_HANDLERS[DEFAULT_STAGE]
 
 
@@ -440,7 +394,7 @@ class SimulatedModel:
         self.report_usage = report_usage
         self._problems = problems
         self._by_hash: dict[str, str] | None = None
-        # the baselines' stage knobs (sim_baselines.DEFAULT_BASELINE_SKILL when None); tests set it
+        # the baselines' stage knobs (skill.DEFAULT_BASELINE_SKILL when None); tests set it
         self.baseline_skill: BaselineSkill | None = None
 
     # config ------------------------------------------------------------------------------
@@ -621,6 +575,8 @@ register_stage("direct", "act", lambda m, c: m._direct(c.problem, c.plan, c.seed
 register_stage("opticycle", "act", lambda m, c: m._act(c.problem, c.plan, c.seed, c.conv))
 register_stage("optistate", "formulate", lambda m, c: m.formulation_reply(c))
 register_stage("optistate", "act", lambda m, c: m._act(c.problem, c.plan, c.seed, c.conv, with_formulation=True))
+# LLMOPT's five elements: the formulation read off the reference program
+register_stage("llmopt", "formulate", lambda m, c: m.formulation_reply(c))
 
 
 def _reply(purpose: str, code: str | None = None, formulation: dict | None = None, lead: str = "") -> str:

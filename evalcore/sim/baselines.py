@@ -1,9 +1,11 @@
 """The simulated policy's answers for the six adapted baselines' stages (SIMULATED, never a model).
 
-Why a separate module: ``simulated.py`` owns the policy's building blocks (the reference
+Why a separate module: ``policy.py`` owns the policy's building blocks (the reference
 program, mutants, injected errors, repairs); this module only teaches it the stages of CAFA,
 Reflexion, Chain-of-Experts, OptiMUS, AutoFormulation and ORMind (``register_stage``), reusing
-those blocks. ``simulated.stage_handler`` imports it on the first unknown (harness, stage).
+those blocks. ``evalcore.sim`` imports it, so every stage is registered with the package; the
+prompt formats it reads are the harness modules' exported constants (``TRIAL_LINE``,
+``CANDIDATE_LINE``, ``CANDIDATE_BLOCK``).
 
 What it can do per stage, so a baseline is right or wrong in the ways its stages allow:
 * programs: the trajectory's plan (reference / mutant / injected error) as ``_direct`` writes it;
@@ -24,10 +26,12 @@ import ast
 import json
 import math as _math
 import re
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any
 
-from evalcore.models.simulated import (
+from evalcore.harnesses.autoformulation import CANDIDATE_BLOCK, CANDIDATE_LINE
+from evalcore.harnesses.reflexion import TRIAL_LINE
+from evalcore.sim.policy import (
     SimulatedModel,
     StageCall,
     StageHandler,
@@ -35,34 +39,14 @@ from evalcore.models.simulated import (
     _rng,
     content_text,
     formulation_for,
+    generic_program,
     register_stage,
 )
+from evalcore.sim.skill import DEFAULT_BASELINE_SKILL, BaselineSkill
 
 PURPOSE = "Answer the requested step."
 
 
-@dataclass(frozen=True)
-class BaselineSkill:
-    """Skill knobs of the baseline-only stages (probabilities)."""
-
-    p_follow_format: float = 0.9  # CAFA: writes model lines only (else a whole program, which breaks the wrapper)
-    p_route: float = 0.8  # CoE conductor: picks the most useful remaining expert (else a random one)
-    p_blame: float = 0.8  # CoE backward: the expert that wrote the code claims a code fault
-    p_checker_catch: float = 0.6  # ORMind: the counterfactual checker notices a wrong program
-    p_false_alarm: float = 0.1  # ORMind: the checker complains about a right program
-    p_revise_fix: float = 0.6  # ORMind / OptiMUS: a revision after a complaint fixes a wrong program
-    p_component: float = 0.6  # AutoFormulation: a sampled component is the reference's
-    p_rank: float = 0.75  # AutoFormulation: the ranking puts a right component first
-    p_judge: float = 0.75  # AutoFormulation: a pairwise comparison prefers the more right formulation
-
-    def __post_init__(self) -> None:
-        for f in fields(self):
-            v = getattr(self, f.name)
-            if not isinstance(v, (int, float)) or not 0.0 <= v <= 1.0:
-                raise ValueError(f"BaselineSkill.{f.name} must be a probability in [0, 1], got {v!r}")
-
-
-DEFAULT_BASELINE_SKILL = BaselineSkill()
 
 
 def bskill(model: SimulatedModel) -> BaselineSkill:
@@ -331,7 +315,6 @@ register_stage("cafa", "generate", cafa_generate)
 
 # -- Reflexion ------------------------------------------------------------------------------------
 
-TRIAL_LINE = re.compile(r"^## Trial (\d+) of (\d+)", re.M)
 
 
 def reflexion_generate(model: SimulatedModel, call: StageCall) -> str:
@@ -697,7 +680,6 @@ for _stage, _handler in _OPTIMUS_STAGES.items():
 # -- AutoFormulation ------------------------------------------------------------------------------
 
 AF_LEVELS = ("parameters", "variables", "objective", "equalities", "inequalities")
-_CAND_LINE = re.compile(r"^## Candidate (\d+) of (\d+)", re.M)
 _NUMBER = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)(?![\w.])")
 
 
@@ -705,8 +687,6 @@ def af_truth(model: SimulatedModel, call: StageCall) -> dict[str, str]:
     """The component per level of the program the plan intends (PuLP), else of a generic LP."""
     parts = planned_parts(model, call) or parts_of(call.problem.reference)
     if parts is None:
-        from evalcore.models.simulated import generic_program
-
         parts = parts_of(generic_program(call.problem.question))
         if parts is None:
             raise ValueError("the generic program does not split into parts")
@@ -751,7 +731,7 @@ def af_wrong(level: str, code: str, r: Any) -> str:
 def af_expand(level: str):
     def handler(model: SimulatedModel, call: StageCall) -> str:
         truth = af_truth(model, call)[level]
-        m = _CAND_LINE.search(user_text(call))
+        m = CANDIDATE_LINE.search(user_text(call))
         k = int(m.group(1)) if m else 1
         r = rng(call, "candidate", level, k, _section(user_text(call), "Formulation so far"))
         code = truth if r.random() < bskill(model).p_component else af_wrong(level, truth, r)
@@ -759,7 +739,6 @@ def af_expand(level: str):
     return handler
 
 
-_CAND_BLOCK = re.compile(r"^### Candidate (\d+)\n```python\n(.*?)```", re.S | re.M)
 
 
 def _same(a: str, b: str) -> bool:
@@ -773,7 +752,7 @@ def af_rank(model: SimulatedModel, call: StageCall) -> str:
     r = rng(call, "rank", text)
     good = r.random() < bskill(model).p_rank
     scores = []
-    for _, code in _CAND_BLOCK.findall(text):
+    for _, code in CANDIDATE_BLOCK.findall(text):
         right = _same(code, truth)
         scores.append(round((0.9 if right else 0.3) if good else r.random(), 3))
     return json.dumps(scores)
@@ -781,7 +760,7 @@ def af_rank(model: SimulatedModel, call: StageCall) -> str:
 
 def af_group(model: SimulatedModel, call: StageCall) -> str:
     groups: dict[str, list[int]] = {}
-    for i, code in _CAND_BLOCK.findall(user_text(call)):
+    for i, code in CANDIDATE_BLOCK.findall(user_text(call)):
         groups.setdefault(_norm(code), []).append(int(i))
     return json.dumps(list(groups.values()))
 

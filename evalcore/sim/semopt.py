@@ -1,7 +1,8 @@
 """The simulated policy's SemOPT stages (``evalcore.harnesses.semopt``): generate, reflect,
 expand (strategy / math model / code) and critic. A test tool, never a model's accuracy.
 
-How it plays, from the messages it is sent (the harness's prompts, as a real model reads them)
+It reads the prompt formats that module exports (``HEAD_STRATEGY``, ``HEAD_MODEL``,
+``ALTERNATIVE``). How it plays, from the messages it is sent (the harness's prompts, as a real model reads them)
 and the (harness, stage) side channel:
 
 * ``generate``: exactly what it writes for Direct Generation (the per-trajectory plan: the
@@ -26,7 +27,9 @@ import random
 import re
 from typing import Any
 
-from evalcore.models.simulated import (
+from evalcore.harnesses.semopt import ALTERNATIVE, HEAD_MODEL, HEAD_STRATEGY
+from evalcore.mutation import MUTATION_OPS, apply_operator, mutate
+from evalcore.sim.policy import (
     SimulatedModel,
     StageCall,
     content_text,
@@ -37,15 +40,11 @@ from evalcore.models.simulated import (
     register_stage,
     split_program,
 )
-from evalcore.mutation import MUTATION_OPS, apply_operator, mutate
 
 P_MODEL_OK = 0.8  # a faithful strategy's math model is faithful
 P_MODEL_OK_FLAWED = 0.15  # a simplified strategy still yields a faithful model
 CRITIC_MEAN_OK, CRITIC_MEAN_BAD, CRITIC_SD = 0.78, 0.36, 0.15
 
-HEAD_STRATEGY = "## Modeling strategy"
-HEAD_MODEL = "## Math model"
-ALTERNATIVE = re.compile(r"^### Alternative \d+", re.M)
 FENCE = re.compile(r"```python[^\n]*\n(.*?)```", re.S)
 
 FAITHFUL_STRATEGY = "Model every stated restriction exactly as given, with the stated numbers and variable domains."

@@ -1,0 +1,33 @@
+"""The simulated policy: a deterministic, seeded stand-in for an LLM (tests, load runs, the demo).
+
+A test double, kept outside the product: only the simulated backend (``evalcore.models.clients``'
+``simulated`` client, ``cluster/backends/simulated.py``, ``cluster/sim_serving.py``) and the
+tests import it; no harness does (tests/core/test_layering.py checks). It learns which harness
+and stage is calling from ``CallMeta`` alone, and reads only the prompt formats the harness
+modules export as constants.
+
+Modules: ``skill`` (``SimSkill``, ``BaselineSkill``), ``policy`` (``SimulatedModel``, the stage
+registry, the study's harnesses' stages), ``baselines`` (the six baselines' stages),
+``semopt`` (SemOPT's stages). Importing the package registers every stage.
+"""
+from __future__ import annotations
+
+from evalcore.sim import baselines, semopt  # noqa: F401  (register their stages)
+from evalcore.sim.policy import (
+    POLICIES,
+    STAGE_HANDLERS,
+    SimProblem,
+    SimulatedModel,
+    StageCall,
+    content_text,
+    count_tokens,
+    register_stage,
+    split_program,
+    stage_handler,
+)
+from evalcore.sim.skill import BaselineSkill, SimSkill
+
+__all__ = [
+    "BaselineSkill", "POLICIES", "STAGE_HANDLERS", "SimProblem", "SimSkill", "SimulatedModel", "StageCall",
+    "content_text", "count_tokens", "register_stage", "split_program", "stage_handler",
+]
