@@ -12,8 +12,8 @@ from evalcore.grading import grade
 from evalcore.harnesses import HARNESSES, Budgets, HarnessContext, get_harness
 from evalcore.harnesses.optistate import check_formulation
 from evalcore.models.base import ModelError, Sampling
-from evalcore.sim.policy import SimSkill, SimulatedModel, count_tokens, split_program
 from evalcore.records import STATUS_NO_SUBMISSION, STATUS_SUBMITTED, STATUSES
+from evalcore.sim.policy import SimSkill, SimulatedModel, count_tokens, split_program
 
 FIRST = "sample-0001"  # a PuLP LP (maximize): its sense flip changes the optimum
 ONLY: dict[str, Any] = {"p_correct": 0.0, "p_mutant": 0.0, "p_syntax_error": 0.0, "p_runtime_error": 0.0,
