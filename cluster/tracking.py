@@ -427,15 +427,15 @@ class Tracker:
             (Path(tmp) / "results.md").write_text(results_markdown(summary, self.sweep))
             self.client.log_artifact(self.parent_id, str(Path(tmp) / "results.md"))
 
-    def log_report(self, paths: Iterable[Path], root: Path) -> None:
-        """Attach a written report (Markdown, CSV, LaTeX, plots) to the sweep's parent run."""
+    def log_report(self, paths: Iterable[Path], root: Path, folder: str = "report") -> None:
+        """Attach written files (a report, the viewer) to the sweep's parent run under ``folder/``."""
         if self.active:
-            self._guard("log the report", self._log_report, list(paths), root)
+            self._guard(f"log the {folder}", self._log_report, list(paths), root, folder)
 
-    def _log_report(self, paths: list[Path], root: Path) -> None:
+    def _log_report(self, paths: list[Path], root: Path, folder: str) -> None:
         for path in paths:
             rel = path.relative_to(root).parent
-            sub = "report" if str(rel) == "." else f"report/{rel.as_posix()}"
+            sub = folder if str(rel) == "." else f"{folder}/{rel.as_posix()}"
             self.client.log_artifact(self.parent_id, str(path), sub)
 
     def finish(self, status: str = "FINISHED") -> None:

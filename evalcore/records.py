@@ -49,6 +49,7 @@ class ExecRecord:
     stdout_tail: str = ""
     stderr_tail: str = ""
     contained: bool = True  # False when the sandbox ran without namespaces
+    code: str = ""  # the program or cell that ran (head-capped); "" in ledgers written before it was kept
 
 
 @dataclass

@@ -23,6 +23,8 @@ COMMANDS: dict[str, str] = {
     "regrade": "re-grade published completions through the real sandbox",
     "rewards": "verifiable rewards for RL trainers: score a file, or serve POST /rewards",
     "mutants": "hard negatives for a semantic reward model: mutants of faithful programs",
+    "view": "a static HTML viewer of a sweep from its ledger: every trajectory, its calls, programs and grade",
+    "show": "print one trajectory (its grade and why, every call, every program) in the terminal",
     "k8s": "render the KubeRay manifests from the configs; build an overlay",
 }
 

@@ -141,7 +141,7 @@ class Baseline(TrajectoryHarness):
     async def execute(self, ctx: HarnessContext, traj: Trajectory, turn: int, code: str) -> ExecResult:
         """Run one whole program one-shot in the sandbox and record it."""
         result = await ctx.executor.run(code, ctx.budgets.exec_limits)
-        traj.execs.append(exec_record(turn, result))
+        traj.execs.append(exec_record(turn, result, code=code))
         return result
 
     @staticmethod

@@ -268,7 +268,12 @@ def new_trajectory(problem: ProblemSpec, ctx: HarnessContext, method: str) -> Tr
     )
 
 
-def exec_record(turn: int, result: ExecResult, submission: Any = None) -> ExecRecord:
+CODE_CHARS = 20_000  # a program kept for the viewer; longer ones keep their head and say so
+
+
+def exec_record(turn: int, result: ExecResult, submission: Any = None, code: str = "") -> ExecRecord:
+    if len(code) > CODE_CHARS:
+        code = code[:CODE_CHARS] + f"\n# ... [{len(code) - CODE_CHARS} more characters not kept]"
     return ExecRecord(
         turn=turn,
         outcome=result.outcome,
@@ -280,6 +285,7 @@ def exec_record(turn: int, result: ExecResult, submission: Any = None) -> ExecRe
         stdout_tail=tail(result.stdout or "", TAIL_CHARS),
         stderr_tail=tail(result.stderr or "", TAIL_CHARS),
         contained=result.contained,
+        code=code,
     )
 
 

@@ -40,7 +40,7 @@ class Direct(TrajectoryHarness):
             return
         result = await ctx.executor.run(code, ctx.budgets.exec_limits)
         raw = extract_submission(result, ctx.extraction)
-        traj.execs.append(exec_record(0, result, raw))
+        traj.execs.append(exec_record(0, result, raw, code=code))
         if raw is not None:
             traj.submission = Submission(raw, ctx.extraction)
             traj.status = STATUS_SUBMITTED

@@ -117,7 +117,7 @@ class OptiCycle(TrajectoryHarness):
                     continue
                 state.turn += 1
                 result = await session.run_cell(code, ctx.budgets.exec_limits)
-                traj.execs.append(exec_record(state.turn, result))
+                traj.execs.append(exec_record(state.turn, result, code=code))
                 output = _join(note, observation(result))
                 outcome = result.outcome
                 if result.submission is not None:

@@ -344,7 +344,7 @@ class SemOPT(TrajectoryHarness):
             if code is not None:
                 self._check_turns(run)
                 result = await run.ctx.executor.run(code, run.ctx.budgets.exec_limits)
-                run.traj.execs.append(exec_record(turn, result))
+                run.traj.execs.append(exec_record(turn, result, code=code))
                 exec_index = len(run.traj.execs) - 1
                 problem_text = self._failure(run, result)
                 if problem_text is None:

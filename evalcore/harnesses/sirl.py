@@ -42,7 +42,7 @@ class SIRL(Direct):
             return
         variant = await ctx.executor.run(code, ctx.budgets.exec_limits)
         alternate = extract_submission(variant, ctx.extraction)
-        traj.execs.append(exec_record(0, variant, alternate))
+        traj.execs.append(exec_record(0, variant, alternate, code=code))
         if traj.submission is not None:
             traj.submission.alternate = alternate
 

@@ -1,0 +1,116 @@
+"""Write a static HTML viewer of a sweep from its ledger: every trajectory, filterable, one page each.
+
+    opteval view sweep.name=NAME [sweep.output_dir=DIR] [--out DIR] [--max-pages N] [--mlflow]
+
+The site is ``<output_dir>/<sweep.name>/view/index.html`` (or under --out): it opens from the file
+system with no server. Each trajectory page shows every model call (messages and reply), every
+program with its output or error, and how the grade came about; planned trajectories that were
+never committed and error rows are listed with their reasons. --max-pages caps how many trajectory
+pages are written (default 20000; errors, missing, unsubmitted and wrong first); the index always
+lists every trajectory. --mlflow also attaches the site to the sweep's MLflow run (artifacts: view/).
+No Ray import.
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+from cluster.config import ConfigError, load_config
+from cluster.ledger import Ledger, LedgerError
+from jobs.report import UsageError, answer_keys
+
+FLAGS = ("--mlflow",)
+VALUED = ("--out", "--max-pages")
+
+
+def parse_args(argv: list[str]) -> tuple[dict[str, Any], list[str]]:
+    opts: dict[str, Any] = dict.fromkeys(FLAGS, False) | dict.fromkeys(VALUED)
+    rest: list[str] = []
+    it = iter(argv)
+    for arg in it:
+        name, eq, value = arg.partition("=")
+        if arg in FLAGS:
+            opts[arg] = True
+        elif name in VALUED:
+            if not eq:
+                value = next(it, None)  # type: ignore[assignment]
+                if value is None:
+                    raise UsageError(f"{name} needs a value")
+            opts[name] = value
+        elif arg.startswith("--"):
+            raise UsageError(f"unknown option {arg} (known: {', '.join(FLAGS + VALUED)})")
+        else:
+            rest.append(arg)
+    return opts, rest
+
+
+def local_dir(ledger: Ledger, sub: str, flag: str) -> Path:
+    uri = str(ledger.uri)
+    if "://" in uri and not uri.startswith("file://"):
+        raise UsageError(f"the ledger is on {uri}; pass {flag} DIR for the {sub} files")
+    return Path(uri.removeprefix("file://")) / sub
+
+
+def writable_dir(path: Path, flag: str) -> Path:
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        probe = path / ".opteval-write-probe"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as exc:
+        raise UsageError(f"{flag} {path}: cannot write there ({exc.strerror or exc})") from None
+    return path
+
+
+def main(argv: list[str] | None = None) -> int:
+    from evalcore.reporting.view import DEFAULT_MAX_PAGES, write_site
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if {"-h", "--help"} & set(argv):
+        print(__doc__.strip())
+        return 0
+    try:
+        opts, rest = parse_args(argv)
+        max_pages = DEFAULT_MAX_PAGES if opts["--max-pages"] is None else int(opts["--max-pages"])
+        if max_pages < 0:
+            raise UsageError(f"--max-pages must be at least 0, got {max_pages}")
+        cfg = load_config(rest)
+        ledger = Ledger.open_existing(cfg.sweep.output_dir, cfg.sweep.name)
+        plan = ledger.read_plan()
+        if plan is None:
+            raise UsageError(f"{ledger.uri} has no plan.parquet (it was deleted, or the sweep never started)")
+        out = writable_dir(Path(opts["--out"]) if opts["--out"] else local_dir(ledger, "view", "--out"), "--out")
+        table = ledger.read_table()
+    except ValueError as exc:
+        if not isinstance(exc, (ConfigError, UsageError)):
+            exc = UsageError(f"--max-pages takes an integer, got {opts.get('--max-pages')!r}")
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except (ConfigError, LedgerError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    keys = answer_keys(cfg, sorted(set(plan.column("benchmark").to_pylist())))
+    site = write_site(table, plan, out, keys, title=f"sweep {cfg.sweep.name}", max_pages=max_pages)
+    print(f"view written to {site.index} ({site.trajectories} trajectories, {site.pages} pages, "
+          f"{site.errors} errors, {site.missing} missing); open it in a browser")
+    if opts["--mlflow"]:
+        from cluster.tracking import Tracker
+
+        tracker = Tracker.from_config(cfg)
+        tracker.enabled = True  # an explicit --mlflow overrides tracking.enabled=false
+        man = ledger.manifest() or {}
+        pairs = list(dict.fromkeys(zip(plan.column("model").to_pylist(), plan.column("method").to_pylist())))
+        if tracker.start(man.get("config", {}), man.get("fingerprint", ""), pairs):
+            tracker._session_start = None  # attaching files is not sweep time
+            tracker.log_report(sorted(p for p in out.iterdir() if p.suffix == ".html"), out, folder="view")
+            tracker.finish()
+            print(f"view attached to the MLflow run of sweep {cfg.sweep.name} ({tracker.uri}, artifacts: view/)")
+        else:
+            print(f"MLflow unreachable ({tracker.uri}): view not attached", file=sys.stderr)
+            return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
