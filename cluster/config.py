@@ -55,6 +55,7 @@ from evalcore.sandbox.types import Limits
 CONFIGS_ENV = "OPTEVAL_CONFIGS"
 # Top-level sections that never change a trajectory's outcome: they are left out of
 # the fingerprint and of the changed-config check (resuming with more workers is fine).
+TRACE_MODES = ("sample", "all", "none")  # tracking.traces: which trajectories become MLflow traces (cluster/traces.py)
 NON_OUTCOME_KEYS = ("sweep", "plan_only", "data", "cluster", "serving", "tracking", "progress")
 # Fields of the evalcore sections that the sweep schema gained after fingerprints were first
 # recorded. At their default they stay out of the resolved config (and so out of every
@@ -135,6 +136,8 @@ class TrackingSection:
     uri: str | None = None
     experiment: str = "opteval"
     timeout_s: float = 30.0
+    traces: str = "sample"
+    traces_per_cell: int = 3
 
 
 @dataclass(frozen=True)
@@ -401,7 +404,7 @@ def _check_ranges(node: DictConfig) -> None:
                      "cluster.max_in_flight_per_model", "cluster.trajectory_timeout_s",
                      "serving.ready_timeout_s", "serving.request_timeout_s", "progress.interval_s",
                      "tracking.timeout_s"])
-    _positive(node, ["serving.cpus_per_gpu", "serving.ingress_cpus"], zero_ok=True)
+    _positive(node, ["serving.cpus_per_gpu", "serving.ingress_cpus", "tracking.traces_per_cell"], zero_ok=True)
     _positive(node, ["limit_problems", "cluster.executors"], nullable=True)
     _positive(node, ["sampling.temperature", "sampling.base_seed", "cluster.retries",
                      "cluster.retry_backoff_s", "cluster.sandbox_pool"], zero_ok=True)
@@ -416,6 +419,8 @@ def _check_values(cfg: SweepConfig) -> None:
            f"{cfg.sweep.name!r} is not a valid sweep name (letters, digits, '.', '_', '-')")
     _check(bool(cfg.sweep.output_dir), "sweep.output_dir", "must not be empty")
     _check(bool(cfg.serving.http_host.strip()), "serving.http_host", "must not be empty")
+    _check(cfg.tracking.traces in TRACE_MODES, "tracking.traces",
+           f"{cfg.tracking.traces!r} is not one of {', '.join(TRACE_MODES)}{_hint(cfg.tracking.traces, list(TRACE_MODES))}")
     _check(cfg.serving.route in ROUTES, "serving.route",
            f"{cfg.serving.route!r} is not one of {', '.join(ROUTES)}{_hint(cfg.serving.route, list(ROUTES))}")
     _check(0 < cfg.sampling.top_p <= 1, "sampling.top_p", f"must be in (0, 1], got {cfg.sampling.top_p}")

@@ -59,7 +59,7 @@ ROLE_TAG = "opteval.role"
 SIMULATED_TAG = "opteval.simulated"
 ACTIVE_TAG = "opteval.active_s"
 # MLflow 3's UI picks the experiment page by this tag (older 3.x) or by the
-# ``workflowType`` URL parameter / the top-bar GenAI | Machine learning toggle (3.17).
+# ``workflowType`` URL parameter / the top-bar GenAI | Model training toggle (3.17).
 EXPERIMENT_KIND_TAG = ("mlflow.experimentKind", "custom_model_development")
 MAX_FAILURES = 3
 # problem_id: intervals are a cluster bootstrap over problems (k samples of one problem are not
@@ -252,12 +252,14 @@ def _version() -> str:
 class Tracker:
     """Parent + child runs for one sweep; every call is guarded (see the module docstring)."""
 
-    def __init__(self, uri: str, experiment: str, sweep: str, output_dir: str, *, enabled: bool = True):
+    def __init__(self, uri: str, experiment: str, sweep: str, output_dir: str, *, enabled: bool = True,
+                 traces: str = "sample", traces_per_cell: int = 3):
         self.uri = uri
         self.experiment = experiment
         self.sweep = sweep
         self.output_dir = output_dir
         self.enabled = enabled
+        self.traces, self.traces_per_cell = traces, traces_per_cell
         self.failures = 0
         self.client: Any = None
         self.experiment_id: str | None = None
@@ -274,7 +276,8 @@ class Tracker:
     def from_config(cls, cfg: SweepConfig) -> Tracker:
         uri = tracking_uri(cfg.tracking.uri, cfg.sweep.output_dir)
         return cls(uri, cfg.tracking.experiment, cfg.sweep.name, cfg.sweep.output_dir,
-                   enabled=cfg.tracking.enabled)
+                   enabled=cfg.tracking.enabled, traces=cfg.tracking.traces,
+                   traces_per_cell=cfg.tracking.traces_per_cell)
 
     @property
     def active(self) -> bool:
@@ -427,6 +430,28 @@ class Tracker:
             (Path(tmp) / "results.md").write_text(results_markdown(summary, self.sweep))
             self.client.log_artifact(self.parent_id, str(Path(tmp) / "results.md"))
 
+    def log_traces(self, table: pa.Table, plan: pa.Table, budget_s: float | None = None) -> tuple[int, int] | None:
+        """Trajectories as traces on their child runs (cluster/traces.py): (logged, left), None when off.
+        ``budget_s`` bounds the time spent; what is left is logged by the next sync."""
+        if not self.active or self.traces == "none":
+            return None
+        return self._guard("log traces", self._log_traces, table, plan, budget_s)
+
+    def _log_traces(self, table: pa.Table, plan: pa.Table, budget_s: float | None) -> tuple[int, int]:
+        import mlflow
+
+        from cluster.traces import log_traces, select
+
+        assert self.experiment_id is not None  # only called while active
+        # MLflow exports client-made traces through the process's global tracking URI, not the client's
+        mlflow.set_tracking_uri(self.uri)
+        rows = select(table, plan, self.traces, self.traces_per_cell).to_dict("records")
+        deadline = None if budget_s is None else time.monotonic() + budget_s
+        try:
+            return log_traces(self.client, self.experiment_id, self.sweep, self.children, rows, deadline)
+        finally:
+            mlflow.flush_trace_async_logging()  # exported before the sweep says they are there
+
     def log_report(self, paths: Iterable[Path], root: Path, folder: str = "report") -> None:
         """Attach written files (a report, the viewer) to the sweep's parent run under ``folder/``."""
         if self.active:
@@ -486,7 +511,11 @@ def sync_from_ledger(ledger: Ledger, tracker: Tracker) -> Any:
     pairs = list(dict.fromkeys(zip(plan.column("model").to_pylist(), plan.column("method").to_pylist())))
     tracker.start(man.get("config", {}), man.get("fingerprint", ""), pairs)
     tracker._session_start = None  # re-logging is not sweep time: durations stay as the sweep left them
-    summary = tracker.log_results(ledger.read_table(), plan, (man.get("plan") or {}).get("recorded_at"))
+    table = ledger.read_table()
+    summary = tracker.log_results(table, plan, (man.get("plan") or {}).get("recorded_at"))
+    traced = tracker.log_traces(table, plan)
+    if traced is not None:
+        print(f"MLflow traces: {traced[0]} logged (tracking.traces={tracker.traces})")
     tracker.finish()
     return summary
 

@@ -224,6 +224,14 @@ def finalize(prep: Prepared, tracker: Tracker | None = None, interrupted: bool =
     if tracker is not None:
         recorded = ((prep.ledger.manifest() or {}).get("plan") or {}).get("recorded_at")
         summary = _tracked(tracker, "log results", tracker.log_results, table, plan, recorded)
+        offloop = getattr(tracker, "offloop", None)
+        budget = 0.8 * offloop.timeout_s if offloop is not None else None  # within the bound of one call
+        traced = _tracked(tracker, "log traces", tracker.log_traces, table, plan, budget)
+        if traced is not None:
+            left = (f"; {traced[1]} left: opteval report sweep.name={prep.cfg.sweep.name} --sync-mlflow logs them"
+                    if traced[1] else "")
+            print(f"[sweep] MLflow traces: {traced[0]} trajectories logged (tracking.traces={tracker.traces}){left}",
+                  flush=True)
         _tracked(tracker, "end runs", tracker.finish, "KILLED" if interrupted else "FINISHED")
     if summary is None:
         summary = results_summary(prep)
