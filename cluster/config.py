@@ -266,11 +266,19 @@ class BenchmarkConfig:
 
 
 def configs_dir() -> Path:
-    """``$OPTEVAL_CONFIGS`` if set, else ``configs/`` beside the package (the checkout)."""
+    """Where the YAML configs are: ``$OPTEVAL_CONFIGS``; else a ``configs/`` folder of the user's in
+    the working directory (one holding ``sweep.yaml`` and ``methods/``); else the checkout's
+    ``configs/`` beside the package; else the copy shipped in the wheel (``opteval_configs``), so
+    an installed opteval runs from any folder. A folder replaces the shipped one whole."""
     env = os.environ.get(CONFIGS_ENV)
     if env:
         return Path(env).expanduser().resolve()
-    return Path(__file__).resolve().parents[1] / "configs"
+    for cand in (Path.cwd() / "configs", Path(__file__).resolve().parents[1] / "configs"):
+        if (cand / "sweep.yaml").is_file() and (cand / "methods").is_dir():
+            return cand.resolve()
+    import opteval_configs  # the wheel's copy (an editable install maps it to the checkout's configs/)
+
+    return Path(opteval_configs.__file__).resolve().parent
 
 
 def _known(kind: str) -> list[str]:

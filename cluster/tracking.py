@@ -55,6 +55,7 @@ MAX_METRICS_PER_BATCH = 1000  # mlflow.utils.validation.MAX_METRICS_PER_BATCH
 MAX_PARAMS_PER_BATCH = 100  # MAX_PARAMS_TAGS_PER_BATCH
 MAX_PARAM_CHARS = 6000  # MAX_PARAM_VAL_LENGTH
 SWEEP_TAG = "opteval.sweep"
+SUMMARY_BOOTSTRAP = (2000, 0)  # resamples and seed of the results table's intervals: the report's defaults
 ROLE_TAG = "opteval.role"
 SIMULATED_TAG = "opteval.simulated"
 ACTIVE_TAG = "opteval.active_s"
@@ -140,7 +141,18 @@ def summarize_ledger(table: pa.Table, plan: pa.Table) -> Any:
 
     cols = [c for c in SUMMARY_COLUMNS if c in table.column_names]
     rows = table.select(cols).filter(pc.is_in(table.column("key"), value_set=plan.column("key")))
-    return summarize(rows, planned=planned_counts_from(plan))
+    return summarize(rows, planned=planned_counts_from(plan), problem_planned=problem_counts_from(plan),
+                     n_resamples=SUMMARY_BOOTSTRAP[0], seed=SUMMARY_BOOTSTRAP[1])
+
+
+def problem_counts_from(plan: pa.Table) -> dict[tuple[str, str, str], dict[str, int]]:
+    """(model, method, benchmark) -> problem id -> planned samples, from ``plan.parquet``."""
+    grouped = plan.group_by(["model", "method", "benchmark", "problem_id"]).aggregate([("key", "count")])
+    out: dict[tuple[str, str, str], dict[str, int]] = {}
+    for m, x, b, p, n in zip(*(grouped.column(c).to_pylist() for c in
+                               ("model", "method", "benchmark", "problem_id", "key_count"))):
+        out.setdefault((m, x, b), {})[str(p)] = int(n)
+    return out
 
 
 def run_metrics(summary: Any, model: str, method: str) -> dict[str, float]:
@@ -177,7 +189,8 @@ def results_markdown(summary: Any, title: str = "") -> str:
         lines += ["**SIMULATED**: produced by the simulated policy; not a model's accuracy.", ""]
     methods = sorted({str(m) for m in summary.get("ci_method", []) if m}) if len(summary) else []
     if methods:
-        lines += [f"95% CI: {'; '.join(methods)} (percentile; avg@k over planned trajectories).", ""]
+        lines += [f"95% CI: {'; '.join(methods)} (percentile, B={SUMMARY_BOOTSTRAP[0]}, seed {SUMMARY_BOOTSTRAP[1]}: "
+                  "the report's defaults, so its intervals are these; avg@k over planned trajectories).", ""]
     lines += ["| model | method | benchmark | acc % | 95% CI | planned | missing | errors | tokens | exec rate |",
               "|---|---|---|---:|---|---:|---:|---:|---:|---:|"]
 

@@ -522,6 +522,7 @@ def summarize(
     confidence: float = 0.95,
     n_resamples: int = 2000,
     seed: int = 0,
+    problem_planned: Mapping[Any, Mapping[str, int]] | None = None,
 ) -> Any:
     """Per-group accounting from a ledger table (pyarrow Table or pandas DataFrame with
     :data:`evalcore.records.LEDGER_SCHEMA` columns; ``correct`` is required, token,
@@ -537,8 +538,11 @@ def summarize(
 
     Interval: with a ``problem_id`` column, a percentile cluster bootstrap over the group's
     problems (:func:`problem_bootstrap`, seeded by ``seed`` and the benchmark); planned but
-    uncommitted trajectories, whose problem the table cannot name, scale every problem's
-    denominator by planned / scored. Without ``problem_id``, Wilson over trajectories, which
+    uncommitted trajectories count as wrong samples of their own problems when
+    ``problem_planned`` (group -> problem id -> planned samples, from the plan) is given, which
+    is exactly the report's interval (:mod:`evalcore.reporting.intervals`: same problems, same
+    seed, same resamples); without it, every problem's denominator is scaled by planned / scored.
+    Without ``problem_id``, Wilson over trajectories, which
     treats a problem's samples as independent and is too narrow when k > 1: ``ci_method``
     says which was used.
     """
@@ -564,8 +568,9 @@ def summarize(
                    correct=counts.correct, errors=counts.errors)
         if counts.planned > 0:
             row["avg"] = counts.avg
+            per_problem = problem_planned.get(key if len(key) > 1 else key[0]) if problem_planned else None
             row["ci_low"], row["ci_high"], row["ci_method"] = _group_interval(
-                g, counts, confidence, n_resamples, bootstrap_seed(seed, row.get("benchmark", key)))
+                g, counts, confidence, n_resamples, seed, row.get("benchmark", key), per_problem)
         else:
             row["avg"] = row["ci_low"] = row["ci_high"] = row["ci_method"] = None
         if {"prompt_tokens", "completion_tokens"} <= set(g.columns):
@@ -586,15 +591,23 @@ CI_BOOTSTRAP = "cluster bootstrap over problems"
 CI_WILSON = "wilson over trajectories (no problem ids)"
 
 
-def _group_interval(g: Any, counts: BenchmarkCounts, confidence: float, n_resamples: int,
-                    seed: Sequence[int]) -> tuple[float, float, str]:
-    """summarize's interval for one group (see there)."""
-    if "problem_id" not in g.columns or counts.scored == 0:
+def _group_interval(g: Any, counts: BenchmarkCounts, confidence: float, n_resamples: int, seed: int,
+                    benchmark: Any, per_problem: Mapping[str, int] | None) -> tuple[float, float, str]:
+    """summarize's interval for one group (see there). The draw is seeded by the seed, the
+    benchmark and its problem count, as the report's (``reporting.intervals.draw_seed``)."""
+    if "problem_id" not in g.columns or (counts.scored == 0 and not per_problem):
         return (*wilson_interval(counts.correct, counts.planned, confidence), CI_WILSON)
     ok = g["correct"].map(_as_correct)
     per = ok.groupby(g["problem_id"].astype(str), sort=True).agg(["sum", "size"])
-    scale = counts.planned / counts.scored
-    reps = problem_bootstrap(per["sum"].to_numpy(float), per["size"].to_numpy(float) * scale, n_resamples, seed)
+    if per_problem:
+        ids = sorted(set(map(str, per_problem)) | set(per.index))
+        correct = per["sum"].reindex(ids, fill_value=0).to_numpy(float)
+        sizes = np.array([max(int(per_problem.get(i, 0)), int(per["size"].get(i, 0))) for i in ids], dtype=float)
+    else:
+        ids = list(per.index)
+        correct = per["sum"].to_numpy(float)
+        sizes = per["size"].to_numpy(float) * (counts.planned / counts.scored)
+    reps = problem_bootstrap(correct, sizes, n_resamples, bootstrap_seed(seed, benchmark, len(ids)))
     return (*percentile_interval(reps, confidence), CI_BOOTSTRAP)
 
 

@@ -92,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     keys = answer_keys(cfg, sorted(set(plan.column("benchmark").to_pylist())))
     site = write_site(table, plan, out, keys, title=f"sweep {cfg.sweep.name}", max_pages=max_pages)
-    print(f"view written to {site.index} ({site.trajectories} trajectories, {site.pages} pages, "
+    print(f"view written to {site.index.resolve()} ({site.trajectories} trajectories, {site.pages} pages, "
           f"{site.errors} errors, {site.missing} missing); open it in a browser")
     if opts["--mlflow"]:
         from cluster.tracking import Tracker
