@@ -323,5 +323,5 @@ def registry_plan_report(cfg: SweepConfig, missing: list[str]) -> str:
     lines += [f"  {mo} x {me}: {n} planned" for (mo, me), n in per.items()]
     lines.append(f"counted from the benchmark registry: {len(missing)} benchmark file(s) not downloaded "
                  f"({', '.join(missing)}); committed trajectories not checked. A run fetches them itself "
-                 f"(data.fetch_missing), or: python jobs/data.py fetch {' '.join(missing)}")
+                 f"(data.fetch_missing), or: opteval data fetch {' '.join(missing)}")
     return "\n".join(lines)

@@ -112,7 +112,7 @@ def runs_url(server: str, experiment_id: str | None) -> str:
 def sync_command(sweep: str, output_dir: str, uri: str | None = None) -> str:
     """The command that re-logs a sweep from its ledger (to the same tracking server)."""
     where = f" tracking.uri={uri}" if uri else ""
-    return f"python jobs/report.py sweep.name={sweep} sweep.output_dir={output_dir}{where} --sync-mlflow"
+    return f"opteval report sweep.name={sweep} sweep.output_dir={output_dir}{where} --sync-mlflow"
 
 
 def git_revision() -> str | None:

@@ -342,7 +342,7 @@ def load_jsonl(
         if got != sha256:
             raise BenchmarkLoadError(
                 f"{p}: sha256 mismatch for {benchmark!r}: got {got}, pinned {sha256} "
-                f"(re-fetch with `python jobs/data.py fetch {benchmark}`, or pass verify=False)"
+                f"(re-fetch with `opteval data fetch {benchmark}`, or pass verify=False)"
             )
     return specs, key
 
@@ -367,7 +367,7 @@ def load_benchmark(
     if not path.exists():
         raise BenchmarkLoadError(
             f"{path}: benchmark {slug!r} not found in data directory {_resolve_data_dir(data_dir)} "
-            f"(fetch it with `python jobs/data.py fetch {slug}`, or set ${DATA_ENV})"
+            f"(fetch it with `opteval data fetch {slug}`, or set ${DATA_ENV})"
         )
     return load_jsonl(path, slug, count=entry.count, sha256=entry.sha256 if verify else None)
 

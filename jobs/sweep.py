@@ -183,7 +183,7 @@ def ensure_data(cfg: SweepConfig) -> None:
     if not missing:
         return
     ddir = P.data_dir(cfg.data.dir)
-    fetch_cmd = f"python jobs/data.py fetch {' '.join(missing)}"
+    fetch_cmd = f"opteval data fetch {' '.join(missing)}"
     if not cfg.data.fetch_missing:
         raise ConfigError(f"data.fetch_missing=false and {len(missing)} benchmark file(s) are not in {ddir}: "
                           f"{', '.join(missing)}; fetch them with `{fetch_cmd}` (or set OPTEVAL_DATA / data.dir "
@@ -204,7 +204,7 @@ def ensure_data(cfg: SweepConfig) -> None:
     if failed:
         raise ConfigError(
             f"data.fetch_missing: could not fetch {', '.join(failed)} into {ddir} ({reason}); offline, fetch from a "
-            f"mirror (`python jobs/data.py fetch {' '.join(failed)} --base-url file:///path/to/mirror`, or "
+            f"mirror (`opteval data fetch {' '.join(failed)} --base-url file:///path/to/mirror`, or "
             "data.base_url=...) or set OPTEVAL_DATA to a directory holding the files")
 
 

@@ -22,7 +22,7 @@ SIBLING_BENCHMARKS = REPO.parent / "shared" / "benchmarks"
 SHARED_BENCHMARKS = SIBLING_BENCHMARKS  # kept for older imports
 MARKER_FILE = "nl4opt.jsonl"  # present in any complete normalized data directory
 HOW_TO_GET = ("public benchmark files not found ($OPTEVAL_DATA, or CI's copy beside the checkout): "
-              "run `python jobs/data.py fetch all` (or set OPTEVAL_DATA to a directory holding them) to run this test")
+              "run `opteval data fetch all` (or set OPTEVAL_DATA to a directory holding them) to run this test")
 
 
 def find_benchmarks() -> Path | None:

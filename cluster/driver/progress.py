@@ -2,9 +2,11 @@
 progress handed to the tracker's thread (the event loop never waits on MLflow). No Ray import."""
 from __future__ import annotations
 
+import sys
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
+from typing import Any, TextIO
 
 from cluster.tracking import Tracker
 
@@ -61,6 +63,61 @@ class Progress:
         accs = " ".join(f"{mo}/{me}={c / n:.2f}({n})" for (mo, me), (n, c) in sorted(self.per.items()) if n)
         return (f"[sweep] {total}/{self.planned} ({100 * total / max(1, self.planned):.1f}%) "
                 f"{rate:.2f} traj/s eta {eta} errors {self.errors} retries {self.retries} | acc {accs}")
+
+
+class ProgressPrinter:
+    """What the user sees of :class:`Progress`: a tqdm bar where the output is a terminal; else
+    the ``[sweep]`` line, printed when something changed, and while nothing has (models still
+    deploying, the first trajectory not back) once per ``heartbeat_s``, saying how long it has
+    been waiting. Logs of a long sweep then hold one line per change, not one per interval."""
+
+    def __init__(self, progress: Progress, stream: TextIO | None = None, heartbeat_s: float = 60.0,
+                 bar: bool | None = None) -> None:
+        self.progress, self.stream, self.heartbeat_s = progress, stream or sys.stdout, heartbeat_s
+        self._last: tuple[int, int, int] | None = None
+        self._last_at = 0.0
+        use_bar = self.stream.isatty() if bar is None else bar
+        self._bar: Any = None
+        if use_bar:
+            from tqdm import tqdm
+
+            self._bar = tqdm(total=progress.planned, initial=progress.already, file=self.stream, unit="traj",
+                             desc="[sweep]", dynamic_ncols=True, smoothing=0.1)
+
+    def _state(self) -> tuple[int, int, int]:
+        p = self.progress
+        return (p.done, p.errors, p.retries)
+
+    def tick(self) -> None:
+        p = self.progress
+        if self._bar is not None:
+            self._bar.n = p.already + p.done
+            self._bar.set_postfix_str(f"errors {p.errors} retries {p.retries}", refresh=False)
+            self._bar.refresh()
+            return
+        now = time.monotonic()
+        state = self._state()
+        if state == self._last and now - self._last_at < self.heartbeat_s:
+            return
+        if state == self._last or (p.done == 0 and self._last is not None):
+            waited = now - (p.first_dispatch or p.start)
+            line = (f"{p.line()} (waiting {waited:.0f}s"
+                    + (": no trajectory back yet, models may still be deploying)" if p.done == 0 else ")"))
+        else:
+            line = p.line()
+        print(line, file=self.stream, flush=True)
+        self._last, self._last_at = state, now
+
+    def close(self) -> None:
+        """The final state, once (not again when the last tick already showed it)."""
+        if self._bar is not None:
+            self._bar.n = self.progress.already + self.progress.done
+            self._bar.close()
+            self._bar = None
+            print(self.progress.line(), file=self.stream, flush=True)
+        elif self._state() != self._last:
+            print(self.progress.line(), file=self.stream, flush=True)
+            self._last = self._state()
 
 
 def track_progress_offloop(tracker: Tracker | None, progress: Progress, planned: dict[tuple[str, str], int]) -> None:

@@ -20,7 +20,7 @@ from cluster.config import SweepConfig
 from cluster.driver import signals
 from cluster.driver.commit import Committer, results_summary
 from cluster.driver.prepare import Prepared, plan_report, prepare
-from cluster.driver.progress import Progress, track_progress_offloop
+from cluster.driver.progress import Progress, ProgressPrinter, track_progress_offloop
 from cluster.driver.signals import EXIT_INTERRUPTED, StopState, quiet_signals
 from cluster.ledger import LedgerError
 from cluster.plan import PlanItem, plan_counts
@@ -172,11 +172,10 @@ async def drive(prep: Prepared, tracker: Tracker | None = None) -> RunResult:
         except Exception:
             pass
 
-    printed = [-1]  # progress.done at the last printed line (the final line is not printed twice)
+    printer = ProgressPrinter(progress)
 
     async def tick_progress() -> None:
-        printed[0] = progress.done
-        print(progress.line(), flush=True)
+        printer.tick()
         track_progress_offloop(tracker, progress, planned)
 
     bg = [asyncio.create_task(_periodic(min(1.0, sweep_cfg.commit_interval_s), tick_commit, done)),
@@ -197,8 +196,7 @@ async def drive(prep: Prepared, tracker: Tracker | None = None) -> RunResult:
         except Exception:
             if committer.failed is None:
                 raise
-        if progress.done != printed[0]:
-            print(progress.line(), flush=True)
+        printer.close()
         stop.uninstall(loop)
         if stop.signum is not None:
             quiet_signals()
@@ -240,7 +238,7 @@ def finalize(prep: Prepared, tracker: Tracker | None = None, interrupted: bool =
     print(f"[sweep] trajectories (Parquet): {prep.ledger.trajectories_uri}", flush=True)
     if tracker is not None and tracker.active:
         print(f"[sweep] MLflow runs: {ui_command(tracker.uri, tracker.experiment_id)}", flush=True)
-    print(f"[sweep] full report (statistics, plots, missing scores): python jobs/report.py "
+    print(f"[sweep] full report (statistics, plots, missing scores): opteval report "
           f"sweep.name={prep.cfg.sweep.name} sweep.output_dir={prep.cfg.sweep.output_dir}", flush=True)
     return summary
 

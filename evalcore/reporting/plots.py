@@ -89,6 +89,10 @@ def acc_vs_size(main: pd.DataFrame, model_meta: Mapping[str, Mapping[str, Any]] 
     return paths
 
 
+def _pct(v: Any) -> float:
+    return 0.0 if v is None or pd.isna(v) else 100 * float(v)
+
+
 def benchmark_bars(main: pd.DataFrame, out_dir: Path) -> list[Path]:
     """One PNG per backbone: grouped bars, benchmarks (and Macro) on x, one bar per method."""
     paths = []
@@ -98,12 +102,16 @@ def benchmark_bars(main: pd.DataFrame, out_dir: Path) -> list[Path]:
         fig = Figure(figsize=(max(5, 1.1 * len(cols) * max(1, len(methods)) / 2), 4))
         ax = fig.add_subplot(1, 1, 1)
         width = 0.8 / max(1, len(methods))
-        for i, r in enumerate(g.itertuples(index=False)):
-            vals = [0.0 if pd.isna(v) or v is None else 100 * float(v) for v in (r[list(g.columns).index(c)] for c in cols)]
-            ax.bar([j + i * width for j in range(len(cols))], vals, width=width, label=str(methods[i]))
+        for i, r in enumerate(g.to_dict("records")):
+            vals = [_pct(r.get(c)) for c in cols]
+            # the 95% interval of each bar (the report's problem-level bootstrap); none where absent
+            lows = [max(0.0, v - _pct(r.get(f"{c}:low", v / 100))) for v, c in zip(vals, cols)]
+            highs = [max(0.0, _pct(r.get(f"{c}:high", v / 100)) - v) for v, c in zip(vals, cols)]
+            ax.bar([j + i * width for j in range(len(cols))], vals, width=width, label=str(methods[i]),
+                   yerr=[lows, highs], capsize=2, error_kw={"elinewidth": 0.8})
         ax.set_xticks([j + width * (len(methods) - 1) / 2 for j in range(len(cols))])
         ax.set_xticklabels(cols, rotation=30, ha="right", fontsize=8)
-        ax.set_ylabel("avg@k (%)")
+        ax.set_ylabel("avg@k (%), 95% CI")
         ax.set_ylim(0, 100)
         ax.set_title(f"{model}: per benchmark{_sim_note(bool(g['simulated'].any()))}")
         ax.legend(fontsize=8)

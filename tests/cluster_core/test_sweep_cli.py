@@ -46,7 +46,7 @@ def test_unwritable_output_dir_is_one_line(tmp_path):
 def test_missing_data_without_fetch_names_every_benchmark_and_the_command(tmp_path):
     line = _one_line_error(_run("benchmarks=[nl4opt,complexor]", f"data.dir={tmp_path / 'none'}",
                                 f"sweep.output_dir={tmp_path / 'out'}", "data.fetch_missing=false"),
-                           "nl4opt", "complexor", "python jobs/data.py fetch nl4opt complexor")
+                           "nl4opt", "complexor", "opteval data fetch nl4opt complexor")
     assert "data.fetch_missing" in line
 
 
@@ -61,7 +61,7 @@ def test_plan_only_without_data_counts_from_the_registry(tmp_path):
     assert r.returncode == 0, r.stderr[-2000:]
     assert r.stdout.splitlines()[0] == "planned 589116 trajectories"
     assert "Qwen3-4B x opticycle: 17852 planned" in r.stdout
-    assert "python jobs/data.py fetch mamo_easy optibench" in r.stdout
+    assert "opteval data fetch mamo_easy optibench" in r.stdout
     assert not (tmp_path / "none").exists()  # plan_only never downloads
 
 

@@ -59,4 +59,4 @@ def test_event_loop_never_waits_on_a_slow_progress_call(tmp_path):
 
 def test_relog_hint_carries_the_tracking_uri():
     assert sync_command("s", "out", "http://mlflow:5000") == \
-        "python jobs/report.py sweep.name=s sweep.output_dir=out tracking.uri=http://mlflow:5000 --sync-mlflow"
+        "opteval report sweep.name=s sweep.output_dir=out tracking.uri=http://mlflow:5000 --sync-mlflow"
