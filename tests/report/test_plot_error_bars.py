@@ -9,7 +9,12 @@ from evalcore.reporting import plots
 
 def test_bars_carry_their_intervals(tmp_path, monkeypatch):
     figs = []
-    monkeypatch.setattr(plots, "_save", lambda fig, path: figs.append(fig) or path)
+
+    def keep(fig, path):
+        figs.append(fig)
+        return path
+
+    monkeypatch.setattr(plots, "_save", keep)
     main = pd.DataFrame([{"model": "m", "method": "direct", "simulated": False, "nl4opt": 0.5, "nl4opt:low": 0.4,
                           "nl4opt:high": 0.7, "nl4opt:mark": "", "nl4opt:dagger": False,
                           "Macro": 0.5, "Macro:low": 0.4, "Macro:high": 0.7, "Macro:mark": "", "Macro:dagger": False}])
