@@ -109,6 +109,10 @@ def full_report(cfg: SweepConfig, ledger: Ledger, opts: dict[str, Any], tracker:
     report = build_report(table, answer_keys(cfg, sorted(plan_df["benchmark"].unique())), plan_df,
                           model_meta=model_meta(sorted(plan_df["model"].unique())), profile=profile,
                           compare=compare, n_resamples=n_resamples, seed=seed)
+    view = out.parent / "view" / "index.html"
+    link = " ([open it](../view/index.html))" if not opts["--out"] and view.is_file() else ""
+    report.notes.append(f"every trajectory (calls, programs, outputs, why it scored): `opteval view "
+                        f"sweep.name={cfg.sweep.name}` writes {view}{link}")
     paths = report.write(out)
     print(report.markdown())
     print(f"report written to {out} ({len(paths)} files: report.md, summary.json, main_table.csv, main_table.tex, "
