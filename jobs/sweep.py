@@ -102,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main(argv: list[str] | None) -> int:
-    from cluster.config import ConfigError, load_config
+    from cluster.config import ConfigError, load_config, overridden
     from cluster.driver import signals
     from cluster.ledger import CommitError, ConfigChangedError, LedgerError
     from evalcore.problems import BenchmarkLoadError
@@ -117,6 +117,8 @@ def _main(argv: list[str] | None) -> int:
         check_job_storage(cfg)
         if cfg.plan_only:
             return plan_only(cfg)
+        for line in overridden(cfg):  # the precedence rule's decisions, once
+            print(line, flush=True)
         check_output_dir(cfg)
         signals.step("checking the benchmark files")
         ensure_data(cfg)
