@@ -14,6 +14,8 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any, TextIO
 
+from cluster.driver.prepare import Prepared
+
 EXIT_OK = 0
 EXIT_CONFIG = 2
 EXIT_ERROR_ROWS = 4
@@ -56,3 +58,10 @@ def sweep_exit(name: str, table: Any, *, allow_errors: bool = False, config_erro
           f"Fix the cause and rerun with sweep.retry_errors=true sweep.name={name} to run them again "
           f"(sweep.allow_errors=true exits 0)", file=out, flush=True)
     return EXIT_ERROR_ROWS
+
+
+def exit_code(prep: Prepared) -> int:
+    """:func:`sweep_exit` for a finished (not interrupted) sweep, from its ledger and plan."""
+    cfg = prep.cfg
+    return sweep_exit(cfg.sweep.name, prep.ledger.read_table(), allow_errors=cfg.sweep.allow_errors,
+                      config_errors=prep.config_errors, keys=[it.key for it in prep.plan])

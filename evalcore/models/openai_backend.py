@@ -47,8 +47,9 @@ STAGE_HEADER = "X-Opteval-Stage"
 RETRY_STATUSES = frozenset({408, 429})
 # The model's failure for this call (not retried, not an error): the request the harness
 # built was refused (finish_reason "rejected: HTTP <status>: <the server's message>", which
-# evalcore.finish_reasons.rejection parses and the driver's RejectionGuard counts), e.g. the conversation outgrew the context window (vLLM answers 400) or a
-# field is invalid (400/422), or the body is too large (413). The harness gets an empty
+# evalcore.finish_reasons.rejection parses and the driver's RejectionGuard counts), e.g. the
+# conversation outgrew the context window (vLLM answers 400) or a field is invalid (400/422),
+# or the body is too large (413). The harness gets an empty
 # completion whose finish_reason starts with "rejected"; the trajectory goes on, and may end
 # with no submission (wrong, never missing).
 MODEL_FAULT_STATUSES = frozenset({400, 413, 422})

@@ -20,9 +20,9 @@ from typing import Any
 
 import pandas as pd
 
+from evalcore.finish_reasons import with_counts
 from evalcore.metrics import macro, summarize
 from evalcore.reporting.frame import GROUP, Prepared
-from evalcore.finish_reasons import with_counts
 from evalcore.reporting.intervals import BootstrapSpec, cell_intervals, with_intervals
 
 MACRO = "Macro"

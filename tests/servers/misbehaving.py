@@ -7,8 +7,11 @@ vLLM does all three (issue 27). Modes, combinable:
   ``max_tokens`` exceeds it is refused with HTTP 400 and vLLM's error text;
 - ``die_after``: after that many chat requests the server stops listening (the request that
   crossed the line gets its connection closed without an answer), as a crashed engine;
-- ``slow_s``: each reply waits that long, watching its connection: a client that hangs up is
-  seen at once (vLLM aborts such a request), so ``open`` counts requests still generating;
+- ``reject_after``: every chat request after that many is refused with HTTP 400 and
+  ``reject_text`` (a server that accepted the preflight and then refuses every call);
+- ``slow_s``: each reply after the first ``slow_after`` waits that long, watching its connection:
+  a client that hangs up is seen at once (vLLM aborts such a request), so ``open`` counts
+  requests still generating;
 - ``finish_reason``: what every completion reports (``length`` = truncated at max_tokens).
 
 Replies come from the simulated policy (it reads the harness and stage from the headers), so
@@ -38,12 +41,16 @@ def vllm_max_tokens_text(max_tokens: int, max_model_len: int) -> str:
 
 class MisbehavingServer:
     def __init__(self, *, max_model_len: int | None = None, die_after: int | None = None,
-                 slow_s: float = 0.0, finish_reason: str = "stop", model_id: str = "misbehaving",
-                 report_max_model_len: bool = True) -> None:
+                 slow_s: float = 0.0, slow_after: int = 0, finish_reason: str = "stop",
+                 model_id: str = "misbehaving", report_max_model_len: bool = True,
+                 reject_after: int | None = None, reject_text: str = "seed is not supported") -> None:
         self.max_model_len = max_model_len
         self.report_max_model_len = report_max_model_len
         self.die_after = die_after
         self.slow_s = slow_s
+        self.slow_after = slow_after
+        self.reject_after = reject_after
+        self.reject_text = reject_text
         self.finish_reason = finish_reason
         self.model_id = model_id
         self.policy = SimulatedModel()
@@ -89,7 +96,13 @@ class MisbehavingServer:
                     self._send(400, {"object": "error", "type": "BadRequestError", "param": "max_tokens", "code": 400,
                                      "message": vllm_max_tokens_text(int(body["max_tokens"]), limit)})
                     return
-                if server.slow_s > 0 and not self._generate(server.slow_s):
+                if server.reject_after is not None and n > server.reject_after:
+                    with server._lock:
+                        server.rejected += 1
+                    self._send(400, {"object": "error", "type": "BadRequestError", "code": 400,
+                                     "message": server.reject_text})
+                    return
+                if server.slow_s > 0 and n > server.slow_after and not self._generate(server.slow_s):
                     return
                 self._send(200, server.answer(body, headers))
 
