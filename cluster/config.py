@@ -55,7 +55,9 @@ from evalcore.sandbox.types import Limits
 CONFIGS_ENV = "OPTEVAL_CONFIGS"
 # Top-level sections that never change a trajectory's outcome: they are left out of
 # the fingerprint and of the changed-config check (resuming with more workers is fine).
-NON_OUTCOME_KEYS = ("sweep", "plan_only", "data", "cluster", "serving", "tracking", "progress")
+# ``command_line`` (which keys the command line set) is among them: what it decides is the effective
+# sampling/budgets/limits, which every item fingerprint hashes; the manifest still records it.
+NON_OUTCOME_KEYS = ("sweep", "plan_only", "data", "cluster", "serving", "tracking", "progress", "command_line")
 # Fields of the evalcore sections that the sweep schema gained after fingerprints were first
 # recorded. At their default they stay out of the resolved config (and so out of every
 # fingerprint), so existing sweeps keep their keys; any other value is hashed.
