@@ -23,9 +23,21 @@ def _model(name: str, server: MisbehavingServer, sampling: str = "{}") -> str:
             f"sampling: {sampling}}}]")
 
 
-def _args(h, tmp_path, port, name, models, *extra, limit=2):
-    return h.sweep_args(tmp_path, name, port, "tracking.enabled=false", "cluster.retries=0", *extra,
+def _args(h, tmp_path, port, name, models, *extra, limit=2, tracking=False):
+    off = () if tracking else ("tracking.enabled=false",)
+    return h.sweep_args(tmp_path, name, port, *off, "cluster.retries=0", *extra,
                         models=models, methods="[direct]", limit=limit, samples=1)
+
+
+def _report_module():
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.spec_from_file_location("report_job", Path(__file__).resolve().parents[2] / "jobs" / "report.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
 
 
 def _config_lines(err: str) -> list[str]:
@@ -72,7 +84,7 @@ def test_truncated_calls_per_cell_and_the_command_line_max_tokens_reach_the_serv
     _, port = ray_cluster
     with MisbehavingServer(max_model_len=4096, finish_reason="length") as server:
         args = _args(h, tmp_path, port, "trunc", _model("trunc", server, "{max_tokens: 512}"),
-                     "sampling.max_tokens=128", limit=3)
+                     "sampling.max_tokens=128", limit=3, tracking=True)
         code = sweep_main(args)
         bodies = [r["body"] for r in server.records]
     out, err = capsys.readouterr()
@@ -86,6 +98,23 @@ def test_truncated_calls_per_cell_and_the_command_line_max_tokens_reach_the_serv
     assert cells["truncated calls"] == "3" and cells["rejected calls"] == "0", row
     calls = [c for raw in h.ledger_frame(tmp_path, "trunc")["calls"] for c in json.loads(raw)]
     assert [c["finish_reason"] for c in calls] == ["length"] * 3
+    # MLflow: the child run's metrics
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path}/mlflow.db")
+    exp = client.get_experiment_by_name("opteval")
+    assert exp is not None
+    runs = [r for r in client.search_runs([exp.experiment_id], filter_string="tags.`opteval.sweep` = 'trunc'")
+            if r.data.tags.get("method") == "direct"]
+    assert len(runs) == 1 and runs[0].data.metrics["truncated_calls/sample"] == 3.0
+    assert runs[0].data.metrics["rejected_calls/sample"] == 0.0
+    # summary.json of the report
+    report = _report_module()
+    assert report.main(["sweep.name=trunc", f"sweep.output_dir={tmp_path}", "tracking.enabled=false",
+                        "--out", str(tmp_path / "report")]) == 0
+    recs = json.loads((tmp_path / "report" / "summary.json").read_text())["records"]
+    cell = next(r for r in recs if (r["model"], r["method"], r["benchmark"]) == ("trunc", "direct", "sample"))
+    assert cell["truncated_calls"] == 3 and cell["rejected_calls"] == 0
 
 
 def test_the_same_400_on_every_call_stops_the_models_dispatch(ray_cluster, h, tmp_path, capsys):
