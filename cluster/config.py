@@ -56,11 +56,17 @@ CONFIGS_ENV = "OPTEVAL_CONFIGS"
 # Top-level sections that never change a trajectory's outcome: they are left out of
 # the fingerprint and of the changed-config check (resuming with more workers is fine).
 TRACE_MODES = ("sample", "all", "none")  # tracking.traces: which trajectories become MLflow traces (cluster/traces.py)
-NON_OUTCOME_KEYS = ("sweep", "plan_only", "data", "cluster", "serving", "tracking", "progress")
+# ``command_line`` (which keys the command line set) is among them: what it decides is the effective
+# sampling/budgets/limits, which every item fingerprint hashes; the manifest still records it.
+NON_OUTCOME_KEYS = ("sweep", "plan_only", "data", "cluster", "serving", "tracking", "progress", "command_line")
 # Fields of the evalcore sections that the sweep schema gained after fingerprints were first
 # recorded. At their default they stay out of the resolved config (and so out of every
 # fingerprint), so existing sweeps keep their keys; any other value is hashed.
 ADDED_FIELDS = (("sampling", "extra_body"), ("budgets", "max_output_tokens"))
+# Top-level keys added later, left out of the resolved config while empty (same reason).
+ADDED_TOP = ("method_budgets", "command_line")
+# The sections whose command-line values win over the model/method YAML.
+PINNABLE = ("sampling", "budgets", "limits")
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 T = TypeVar("T")
 
@@ -80,6 +86,10 @@ class SweepSection:
     lease_stale_s: float = 60.0
     repair: bool = False
     retry_errors: bool = False
+    # the same HTTP 400 text this many calls in a row of one model stops its dispatch as a
+    # configuration error (cluster.driver.rejections)
+    reject_streak: int = 8
+    allow_errors: bool = False  # true: a sweep that ends with status=error rows exits 0, not 4
 
 
 @dataclass(frozen=True)
@@ -168,6 +178,11 @@ class SweepConfig:
     solvers: tuple[str, ...] = ("scipy", "pulp", "pyscipopt")
     tracking: TrackingSection = field(default_factory=TrackingSection)
     progress: ProgressSection = field(default_factory=ProgressSection)
+    # method -> {budget key: value} over that method's YAML (``method_budgets.opticycle.max_calls=2``)
+    method_budgets: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # filled by load_config, never by hand: the sampling/budgets/limits keys the command line set,
+    # which win over the model's and the method's YAML (the precedence rule, configs/sweep.yaml)
+    command_line: tuple[str, ...] = ()
 
 
 @dataclass
@@ -355,13 +370,25 @@ def load_config(argv: list[str] | None = None) -> SweepConfig:
         dot = OmegaConf.from_dotlist(argv)
     except OmegaConfBaseException as exc:
         raise _omega_error(exc, "command line") from exc
-    node = _merge(node, _take_models(OmegaConf.to_container(dot, resolve=False), "command line"), "command line")
+    given = OmegaConf.to_container(dot, resolve=False)
+    _check(not (isinstance(given, dict) and "command_line" in given) and len(node.command_line) == 0,
+           "command_line", "is filled from the command line's keys; do not set it")
+    node = _merge(node, _take_models(given, "command line"), "command line")
     _check_ranges(node)
     cfg = OmegaConf.to_object(node)
     assert isinstance(cfg, SweepConfig)
+    cfg = replace(cfg, command_line=tuple(command_line_keys(given)))
     _check_values(cfg)
     # one place for the sandbox limits: the budgets a harness gets carry the ``limits`` section
     return replace(cfg, budgets=replace(cfg.budgets, exec_limits=cfg.limits))
+
+
+def command_line_keys(given: Any) -> list[str]:
+    """``section.key`` for every sampling/budgets/limits field the dotlist set: these win over
+    the model's and the method's YAML (see :func:`effective_sampling`)."""
+    if not isinstance(given, dict):
+        return []
+    return sorted(f"{sec}.{key}" for sec in PINNABLE if isinstance(given.get(sec), dict) for key in given[sec])
 
 
 LIST_KEYS = ("models", "methods", "benchmarks")
@@ -403,7 +430,8 @@ def _positive(node: DictConfig, keys: list[str], *, zero_ok: bool = False, nulla
 def _check_ranges(node: DictConfig) -> None:
     """Ranges OmegaConf's types cannot express, checked on the merged tree (before the
     evalcore dataclasses' own checks could fail without a key path)."""
-    _positive(node, ["sweep.commit_batch", "sweep.commit_interval_s", "sweep.lease_stale_s", "samples.default",
+    _positive(node, ["sweep.commit_batch", "sweep.commit_interval_s", "sweep.lease_stale_s", "sweep.reject_streak",
+                     "samples.default",
                      "sampling.max_tokens", "budgets.max_turns", "budgets.max_calls", "budgets.max_output_tokens",
                      "budgets.max_total_tokens", "budgets.summary_chars", "budgets.summary_actions",
                      "limits.wall_s", "limits.cpu_s", "limits.memory_mb", "limits.max_procs",
@@ -457,6 +485,7 @@ def _check_values(cfg: SweepConfig) -> None:
         validate_solvers(list(cfg.solvers))
     except ValueError as exc:
         raise ConfigError(f"solvers: {exc}") from None
+    _check_method_budgets(cfg)
     for slug, n in cfg.samples.per_benchmark.items():
         _check(benchmark_known(slug), f"samples.per_benchmark.{slug}",
                f"unknown benchmark{_hint(slug, _known('benchmarks'))}")
@@ -468,6 +497,19 @@ def _check_values(cfg: SweepConfig) -> None:
         method_config(name)
     for slug in cfg.benchmarks:
         benchmark_config(slug)
+
+
+def _check_method_budgets(cfg: SweepConfig) -> None:
+    """``method_budgets.<method>.<key>``: a method of the sweep, a budget key, a positive integer."""
+    keys = [f.name for f in fields(MethodBudgetOverrides)]
+    for method, over in cfg.method_budgets.items():
+        _check(method in cfg.methods, f"method_budgets.{method}",
+               f"not a method of this sweep{_hint(method, list(cfg.methods))}")
+        _check(isinstance(over, Mapping), f"method_budgets.{method}", "must be a mapping of budget keys")
+        for key, v in over.items():
+            _check(key in keys, f"method_budgets.{method}.{key}", f"unknown budget key{_hint(key, keys)}")
+            _check(isinstance(v, int) and not isinstance(v, bool) and v > 0, f"method_budgets.{method}.{key}",
+                   f"must be an integer > 0, got {v!r}")
 
 
 def grading_profiles() -> tuple[str, ...]:
@@ -764,21 +806,64 @@ def overlay(base: T, over: Any) -> T:
     return replace(base, **changes)  # type: ignore[type-var]
 
 
+def pinned(cfg: SweepConfig, section: str) -> dict[str, Any]:
+    """The fields of ``section`` the command line set, with their values (they win over YAML)."""
+    values = as_plain(getattr(cfg, section))
+    keys = [k.split(".", 1)[1] for k in cfg.command_line if k.split(".", 1)[0] == section]
+    return {k: values[k] for k in keys if k in values}
+
+
 def effective_sampling(cfg: SweepConfig, model: str) -> Sampling:
-    """The sweep's sampling with the model's overrides on top (``extra_body`` merged)."""
-    return overlay(cfg.sampling, model_config(model).sampling)
+    """The precedence rule: defaults < sweep YAML < the model's YAML < the command line
+    (``extra_body`` merged key by key at each layer)."""
+    return overlay(overlay(cfg.sampling, model_config(model).sampling), pinned(cfg, "sampling"))
 
 
 def effective_limits(cfg: SweepConfig, method: str) -> Limits:
-    """The sweep's sandbox limits with the method's overrides on top."""
-    return overlay(cfg.limits, method_config(method).limits)
+    """The sweep's sandbox limits, the method's YAML on top, the command line's on top of that."""
+    return overlay(overlay(cfg.limits, method_config(method).limits), pinned(cfg, "limits"))
 
 
 def effective_budgets(cfg: SweepConfig, method: str) -> Budgets:
-    """The sweep's budgets with the method's overrides on top; ``exec_limits`` are the
-    method's effective sandbox limits."""
+    """The sweep's budgets, the method's YAML on top, then the command line's ``budgets.*``, then
+    ``method_budgets.<method>.*`` (the most specific); ``exec_limits`` are the method's effective
+    sandbox limits."""
     base = replace(cfg.budgets, exec_limits=effective_limits(cfg, method))
-    return overlay(base, method_config(method).budgets)
+    over = overlay(overlay(base, method_config(method).budgets), pinned(cfg, "budgets"))
+    return overlay(over, cfg.method_budgets.get(method) or {})
+
+
+def _layers(cfg: SweepConfig) -> list[tuple[str, str, Any, Any, dict[str, Any]]]:
+    """(who, section, the sweep's section, the YAML's overrides, the command line's) per model
+    and method of the sweep."""
+    out: list[tuple[str, str, Any, Any, dict[str, Any]]] = []
+    for m in cfg.models:
+        out.append((f"model {m!r}", "sampling", cfg.sampling, model_config(m).sampling, pinned(cfg, "sampling")))
+    for m in cfg.methods:
+        method = method_config(m)
+        cli = {**pinned(cfg, "budgets"), **(cfg.method_budgets.get(m) or {})}
+        out.append((f"method {m!r}", "budgets", cfg.budgets, method.budgets, cli))
+        out.append((f"method {m!r}", "limits", cfg.limits, method.limits, pinned(cfg, "limits")))
+    return out
+
+
+def overridden(cfg: SweepConfig) -> list[str]:
+    """One line per model/method whose YAML overrode a sweep value, or whose YAML value the
+    command line overrode: what the precedence rule decided, printed once at start."""
+    lines = []
+    for who, section, sweep_sec, yaml_sec, cli in _layers(cfg):
+        sweep_vals, yaml_vals = as_plain(sweep_sec), as_plain(yaml_sec)
+        parts = []
+        for key, value in yaml_vals.items():
+            if value is None or value == {}:
+                continue
+            if key in cli and cli[key] != value:
+                parts.append(f"{section}.{key}={cli[key]!r} (command line) over its YAML's {value!r}")
+            elif key not in cli and value != sweep_vals.get(key):
+                parts.append(f"{section}.{key}={value!r} (its YAML) over the sweep's {sweep_vals.get(key)!r}")
+        if parts:
+            lines.append(f"[sweep] settings of {who}: " + "; ".join(parts))
+    return lines
 
 
 def harness_versions(methods: Iterable[str]) -> dict[str, dict[str, str]]:
@@ -798,6 +883,9 @@ def _sweep_view(cfg: SweepConfig) -> dict[str, Any]:
     for section, key in ADDED_FIELDS:
         if out[section][key] == as_plain(getattr(getattr(default, section), key)):
             out[section].pop(key)
+    for key in ADDED_TOP:
+        if not out[key]:
+            out.pop(key)
     return out
 
 

@@ -46,6 +46,8 @@ from cluster.backends import BACKEND_KEY, is_simulated
 from cluster.config import SweepConfig, as_plain, overlay
 from cluster.ledger import Ledger, open_filesystem
 from cluster.ledger import _version as _ledger_version
+from evalcore.finish_reasons import COLUMNS as FINISH_COLUMNS
+from evalcore.finish_reasons import with_counts
 from evalcore.harnesses.base import Budgets
 from evalcore.models.base import Sampling
 
@@ -139,10 +141,13 @@ def summarize_ledger(table: pa.Table, plan: pa.Table) -> Any:
     (model, method, benchmark), with the plan's counts as denominators."""
     from evalcore.metrics import summarize
 
+    planned = pc.is_in(table.column("key"), value_set=plan.column("key"))
     cols = [c for c in SUMMARY_COLUMNS if c in table.column_names]
-    rows = table.select(cols).filter(pc.is_in(table.column("key"), value_set=plan.column("key")))
-    return summarize(rows, planned=planned_counts_from(plan), problem_planned=problem_counts_from(plan),
-                     n_resamples=SUMMARY_BOOTSTRAP[0], seed=SUMMARY_BOOTSTRAP[1])
+    summary = summarize(table.select(cols).filter(planned), planned=planned_counts_from(plan),
+                        problem_planned=problem_counts_from(plan), n_resamples=SUMMARY_BOOTSTRAP[0],
+                        seed=SUMMARY_BOOTSTRAP[1])
+    calls = [c for c in ("key", "model", "method", "benchmark", "status", "calls") if c in table.column_names]
+    return with_counts(summary, table.select(calls).filter(planned))
 
 
 def problem_counts_from(plan: pa.Table) -> dict[tuple[str, str, str], dict[str, int]]:
@@ -171,6 +176,9 @@ def run_metrics(summary: Any, model: str, method: str) -> dict[str, float]:
             out[f"acc/{b}"] = accs[b] = float(r["avg"])
         if r.get("exec_rate") is not None:
             out[f"exec_rate/{b}"] = float(r["exec_rate"])
+        for c in FINISH_COLUMNS:  # truncated / rejected calls and the trajectories they ended
+            if r.get(c) is not None:
+                out[f"{c}/{b}"] = float(r[c])
         tm = r.get("tokens_mean")
         if tm is not None and tm == tm:
             out[f"tokens/{b}"] = toks[b] = float(tm)
@@ -191,8 +199,9 @@ def results_markdown(summary: Any, title: str = "") -> str:
     if methods:
         lines += [f"95% CI: {'; '.join(methods)} (percentile, B={SUMMARY_BOOTSTRAP[0]}, seed {SUMMARY_BOOTSTRAP[1]}: "
                   "the report's defaults, so its intervals are these; avg@k over planned trajectories).", ""]
-    lines += ["| model | method | benchmark | acc % | 95% CI | planned | missing | errors | tokens | exec rate |",
-              "|---|---|---|---:|---|---:|---:|---:|---:|---:|"]
+    lines += ["| model | method | benchmark | acc % | 95% CI | planned | missing | errors | tokens | exec rate "
+              "| truncated calls | rejected calls | ended by them |",
+              "|---|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
 
     def pct(v: Any) -> str:
         return "-" if v is None or v != v else f"{100 * v:.1f}"
@@ -202,7 +211,9 @@ def results_markdown(summary: Any, title: str = "") -> str:
         lines.append(
             f"| {r['model']} | {r['method']} | {r['benchmark']} | {pct(r.get('avg'))} | "
             f"{pct(r.get('ci_low'))}-{pct(r.get('ci_high'))} | {r['planned']} | {r['missing']} | "
-            f"{r.get('errors', 0)} | {'-' if tm is None or tm != tm else f'{tm:.0f}'} | {pct(r.get('exec_rate'))} |")
+            f"{r.get('errors', 0)} | {'-' if tm is None or tm != tm else f'{tm:.0f}'} | {pct(r.get('exec_rate'))} | "
+            f"{int(r.get('truncated_calls') or 0)} | {int(r.get('rejected_calls') or 0)} | "
+            f"{int(r.get('ended_truncated') or 0) + int(r.get('ended_rejected') or 0)} |")
     lines += ["", "| model | method | macro acc % | tokens macro | planned | missing |", "|---|---|---:|---:|---:|---:|"]
     for (m, x), _ in summary.groupby(["model", "method"], sort=False):
         met = run_metrics(summary, m, x)

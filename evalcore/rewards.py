@@ -90,6 +90,16 @@ def _ran_clean(run: _Run) -> bool:
     return run.result is not None and run.result.outcome == OK
 
 
+def _executed(run: _Run) -> bool:
+    """Execution credit: the program ran to a clean exit AND submitted a value the grader reads
+    (a number, ``infeasible``, ``unbounded``). A program that only comments, prints or defines
+    exits cleanly too, and earned the execution term of 1.0 without solving anything (issue 27);
+    SIRL's execution reward is for code that "executes successfully" to solve the model
+    (Section 3.3), OR-R1's code term for code that "can correctly call" the solver (Eq. 6): a run
+    that submitted nothing did neither."""
+    return _ran_clean(run) and run.submission is not None
+
+
 # -- correct ---------------------------------------------------------------------------------
 
 
@@ -139,7 +149,8 @@ def sirl_reward(run: _Run, stage: int = 2) -> Reward:
 
     * format 0.5 when the completion has ``<think>``, ``<model>`` and ``<python>`` tag pairs
       in that order (the displayed formula gives 0.5; the prose says "binary");
-    * execution 1 when the extracted code ran to a clean exit (``outcome == ok``). The code
+    * execution 1 when the extracted code ran to a clean exit (``outcome == ok``) and submitted
+      a value (:func:`_executed`: a comment-only program earns nothing). The code
       comes from the extraction profile, which reads fenced blocks: SIRL's ``<python>``
       section must hold a ```` ```python ```` fence to be found;
     * accuracy 2 when the submitted objective y satisfies |y - y*| <= 0.01
@@ -152,7 +163,7 @@ def sirl_reward(run: _Run, stage: int = 2) -> Reward:
     text = run.item.completion or ""
     parts = {
         "format": SIRL_FORMAT if _SIRL_TAGS.search(text) else 0.0,
-        "execution": SIRL_EXECUTION if _ran_clean(run) else 0.0,
+        "execution": SIRL_EXECUTION if _executed(run) else 0.0,
         "accuracy": SIRL_ACCURACY if sirl_accurate(run.submission, parse_submission(run.item.answer)) else 0.0,
     }
     if stage >= 2:
@@ -184,7 +195,7 @@ def orr1_rewards(runs: Sequence[_Run], grading: str) -> list[Reward]:
 
     * format (Eq. 5): :func:`orr1_format`;
     * code (Eq. 6): 1 when "the code can correctly call coptpy"; read here, solver-agnostic,
-      as: code was extracted and ran to a clean exit;
+      as: code was extracted, ran to a clean exit and submitted a value (:func:`_executed`);
     * voting (Eq. 7): 1 when this completion's executed value y_i equals the group's
       majority value y. Only numeric results vote ("No Best Solution" and None are ignored,
       as the paper says); values equal under the grading profile form one cluster
@@ -197,7 +208,7 @@ def orr1_rewards(runs: Sequence[_Run], grading: str) -> list[Reward]:
     for run, y in zip(runs, numbers):
         parts = {
             "format": orr1_format(run.item.completion),
-            "code": 1.0 if _ran_clean(run) else 0.0,
+            "code": 1.0 if _executed(run) else 0.0,
             "voting": 1.0 if y is not None and majority is not None and grade_parsed(y, majority, grading) else 0.0,
         }
         out.append(Reward(sum(parts.values()), run.correct, parts))

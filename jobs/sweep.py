@@ -14,8 +14,12 @@ file (named; ``sweep.repair=true`` quarantines it and re-runs its keys) or a swe
 writer lease another driver holds (``sweep.wait_for_lease=true`` waits), 3 a commit
 failed (disk full, permission, object store: the message names the path and cause; what
 was committed before stays valid and the same command resumes once it is fixed);
-130 interrupted (SIGINT/SIGTERM, honoured from the first second; what finished is committed
-and the same command resumes).
+4 the sweep finished with ``status=error`` rows (how many and the top reasons are printed;
+``sweep.retry_errors=true`` reruns them, ``sweep.allow_errors=true`` exits 0); a served model whose
+server refuses the sweep's request shape (preflight) or answers every call with the same HTTP 400
+(``sweep.reject_streak``) exits 2 naming the model and the server's text; 130 interrupted
+(SIGINT/SIGTERM, honoured from the first second; what finished is committed and the same command
+resumes). Every code and its line: docs/errors.md.
 """
 from __future__ import annotations
 
@@ -102,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main(argv: list[str] | None) -> int:
-    from cluster.config import ConfigError, load_config
+    from cluster.config import ConfigError, load_config, overridden
     from cluster.driver import signals
     from cluster.ledger import CommitError, ConfigChangedError, LedgerError
     from evalcore.problems import BenchmarkLoadError
@@ -117,6 +121,8 @@ def _main(argv: list[str] | None) -> int:
         check_job_storage(cfg)
         if cfg.plan_only:
             return plan_only(cfg)
+        for line in overridden(cfg):  # the precedence rule's decisions, once
+            print(line, flush=True)
         check_output_dir(cfg)
         signals.step("checking the benchmark files")
         ensure_data(cfg)

@@ -17,8 +17,10 @@ import ray
 from ray.exceptions import RayError
 
 from cluster.driver.commit import Committer, Outcome, build_row
+from cluster.driver.preflight import preflight
 from cluster.driver.prepare import Prepared
 from cluster.driver.progress import Progress
+from cluster.driver.rejections import RejectionGuard
 from cluster.driver.signals import StopState
 from cluster.endpoint import Endpoint
 from cluster.plan import PlanItem
@@ -47,6 +49,11 @@ class Dispatcher:
         self.capacity = asyncio.Semaphore(max(1, len(workers) * c.worker_concurrency))
         self.load = [0] * len(workers)
         self.tasks: set[asyncio.Task] = set()
+        self.guard = RejectionGuard(prep.cfg.sweep.reject_streak, tripped=prep.config_errors)
+
+    def should_stop(self, model: str) -> bool:
+        """Whether the model's dispatch stopped: every call refused the same way (a config error)."""
+        return self.guard.should_stop(model)
 
     def _pick_worker(self, avoid: frozenset[int] = frozenset()) -> int:
         """Least loaded among workers that are up and did not already fail this trajectory;
@@ -106,6 +113,9 @@ class Dispatcher:
         except TimeoutError:
             _cancel(ref)
             return None, f"trajectory timeout after {self.timeout_s:g}s"
+        except asyncio.CancelledError:  # abandoned (a second Ctrl-C): cancel the worker's coroutine,
+            _cancel(ref)  # which closes its HTTP requests so the server aborts them
+            raise
         except RayError as exc:
             self.down_until[idx] = time.monotonic() + WORKER_DOWN_S
             return None, f"worker {idx} failed: {type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:300]}"
@@ -148,6 +158,7 @@ class Dispatcher:
             row, correct = build_row(self.prep, item, Outcome(None, reason, out.attempts))
             out = Outcome(None, reason, out.attempts)
         self.committer.add(row)
+        self.guard.observe(item.model, out.traj)
         self.progress.record(item.model, item.method, correct, out.error is not None)
 
     async def _produce(self, items: list[PlanItem], ep: Endpoint) -> None:
@@ -156,7 +167,7 @@ class Dispatcher:
         for item in items:
             await sem.acquire()
             await self.capacity.acquire()
-            if self.stop.soft.is_set():
+            if self.stop.soft.is_set() or self.should_stop(item.model):
                 sem.release()
                 self.capacity.release()
                 return
@@ -166,6 +177,7 @@ class Dispatcher:
             t.add_done_callback(self.tasks.discard)
 
     async def run_stage(self, items_by_model: dict[str, list[PlanItem]], endpoints: dict[str, Endpoint]) -> None:
+        await preflight(self.prep, {m: endpoints[m] for m in items_by_model})  # before any trajectory
         producers = [asyncio.create_task(self._produce(items, endpoints[m])) for m, items in items_by_model.items()]
         await _until(asyncio.gather(*producers), self.stop.hard)
         while self.tasks and not self.stop.hard.is_set():

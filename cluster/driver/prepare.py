@@ -31,6 +31,9 @@ class Prepared:
     ledger: Ledger
     committed: set[str]
 
+    # model -> one line, for each model whose dispatch was stopped as a configuration error
+    # (cluster.driver.rejections); the sweep then exits 2 (cluster.driver.outcome)
+    config_errors: dict[str, str] = field(default_factory=dict)
     _params: dict[tuple[str, str], tuple[Sampling, Budgets]] = field(default_factory=dict)
     _profiles: dict[str, str] = field(default_factory=dict)
     _pending: Sequence[PlanItem] | None = None

@@ -19,6 +19,7 @@ from cluster import config as cconf
 from cluster.config import SweepConfig
 from cluster.driver import signals
 from cluster.driver.commit import Committer, results_summary
+from cluster.driver.outcome import exit_code
 from cluster.driver.prepare import Prepared, plan_report, prepare
 from cluster.driver.progress import Progress, ProgressPrinter, track_progress_offloop
 from cluster.driver.signals import EXIT_INTERRUPTED, StopState, quiet_signals
@@ -339,4 +340,4 @@ def run_sweep(cfg: SweepConfig) -> int:
     if interrupted:
         print(f"[sweep] interrupted; resume with the same command (sweep.name={cfg.sweep.name})", flush=True)
         return EXIT_INTERRUPTED
-    return 0
+    return exit_code(prep)  # 0, 2 (a model stopped as a config error) or 4 (status=error rows)

@@ -46,8 +46,10 @@ STAGE_HEADER = "X-Opteval-Stage"
 # limit, every 5xx, connection errors and client timeouts.
 RETRY_STATUSES = frozenset({408, 429})
 # The model's failure for this call (not retried, not an error): the request the harness
-# built was refused, e.g. the conversation outgrew the context window (vLLM answers 400) or a
-# field is invalid (400/422), or the body is too large (413). The harness gets an empty
+# built was refused (finish_reason "rejected: HTTP <status>: <the server's message>", which
+# evalcore.finish_reasons.rejection parses and the driver's RejectionGuard counts), e.g. the
+# conversation outgrew the context window (vLLM answers 400) or a field is invalid (400/422),
+# or the body is too large (413). The harness gets an empty
 # completion whose finish_reason starts with "rejected"; the trajectory goes on, and may end
 # with no submission (wrong, never missing).
 MODEL_FAULT_STATUSES = frozenset({400, 413, 422})
@@ -165,7 +167,7 @@ class ChatCompletionsModel:
                     return self._parse(content, time.perf_counter() - start)
                 last = f"HTTP {status}: {_snippet(_text(content))}"
                 if status in MODEL_FAULT_STATUSES:
-                    return self._rejected(last, time.perf_counter() - start)
+                    return self._rejected(f"HTTP {status}: {error_message(content)}", time.perf_counter() - start)
                 if not _retryable(status):
                     raise ModelError(f"model {self.name!r} at {self.target}: {last} (not retried)")
             if attempt + 1 < attempts:
@@ -277,6 +279,21 @@ class OpenAIChatModel(ChatCompletionsModel):
         except httpx.TransportError as exc:
             raise TransportFailure(f"connection error ({type(exc).__name__}: {exc})") from exc
         return response.status_code, response.content, _retry_after(response)
+
+
+def error_message(content: bytes) -> str:
+    """The server's own words for a refusal: the JSON error's ``message`` (vLLM and OpenAI put it
+    at ``message`` or ``error.message``), else the body itself; one line."""
+    try:
+        data = json.loads(content)
+    except ValueError:
+        return _snippet(_text(content))
+    if isinstance(data, dict):
+        err = data.get("error")
+        msg = err.get("message") if isinstance(err, dict) else data.get("message")
+        if isinstance(msg, str) and msg:
+            return _snippet(msg)
+    return _snippet(_text(content))
 
 
 def encode_body(body: dict[str, Any]) -> bytes:

@@ -16,6 +16,7 @@ from typing import Any
 
 import pandas as pd
 
+from evalcore.finish_reasons import COLUMNS as FINISH_COLUMNS
 from evalcore.grading import DEFAULT_PROFILE, get_profile
 from evalcore.problems import AnswerKey
 from evalcore.reporting import analysis, difficulty, plots, sampling
@@ -160,7 +161,9 @@ class Report:
         (model, method, benchmark) and one per (model, method) Macro (benchmark ``"Macro"``:
         accuracy is the unweighted mean of the benchmark accuracies; counts are sums).
         ``missing`` counts planned trajectories without a score (not run or status error);
-        they are in ``n_planned`` and count as wrong."""
+        they are in ``n_planned`` and count as wrong. ``truncated_calls`` / ``rejected_calls``: calls
+        cut at max_tokens / refused by the server; ``ended_truncated`` / ``ended_rejected``:
+        trajectories that submitted nothing after such a last call (evalcore.finish_reasons)."""
         return {"grading_profile": self.profile, "grading_rule": get_profile(self.profile).description,
                 "interval": self.interval.as_dict(), "records": _summary_records(self)}
 
@@ -232,6 +235,7 @@ def _summary_records(self: Report) -> list[dict[str, Any]]:
                      "correct": int(r["correct"]), "accuracy": _f(r.get("avg")),
                      "ci_low": _f(r.get("ci_low")), "ci_high": _f(r.get("ci_high")),
                      "missing": int(r["missing"]) + int(r.get("errors") or 0),
+                     **{c: int(r.get(c) or 0) for c in FINISH_COLUMNS},
                      "simulated": bool(r.get("simulated", False))})
     for r in self.main_table.to_dict("records"):
         g = s[(s["model"] == r["model"]) & (s["method"] == r["method"])]
@@ -241,6 +245,7 @@ def _summary_records(self: Report) -> list[dict[str, Any]]:
                      "accuracy": _f(r.get(MACRO)), "ci_low": _f(r.get(f"{MACRO}:low")),
                      "ci_high": _f(r.get(f"{MACRO}:high")),
                      "missing": int(g["missing"].sum()) + int(g["errors"].fillna(0).sum()),
+                     **{c: int(g[c].fillna(0).sum()) if c in g.columns else 0 for c in FINISH_COLUMNS},
                      "simulated": bool(r.get("simulated", False)), "n_benchmarks": int(len(g))})
     return recs
 

@@ -20,6 +20,7 @@ from typing import Any
 
 import pandas as pd
 
+from evalcore.finish_reasons import with_counts
 from evalcore.metrics import macro, summarize
 from evalcore.reporting.frame import GROUP, Prepared
 from evalcore.reporting.intervals import BootstrapSpec, cell_intervals, with_intervals
@@ -54,6 +55,7 @@ def summary_from_prepared(prep: Prepared, profile: str, spec: BootstrapSpec | No
         vals = [float(v) for v in g["cached_prompt_tokens"] if v is not None and not pd.isna(v)]
         cached.append(sum(vals) / len(vals) if vals else None)
     s["cached_mean"] = cached
+    s = with_counts(s, t)  # truncated / rejected calls per cell (evalcore.finish_reasons)
     if "simulated" not in s.columns:
         s["simulated"] = False
     s["simulated"] = s["simulated"].fillna(False).astype(bool)

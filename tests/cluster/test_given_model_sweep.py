@@ -25,6 +25,9 @@ def _args(h, tmp_path, port: int, name: str, models: str) -> list[str]:
 
 
 def _check_rows(h, tmp_path, name: str, records: list) -> None:
+    preflight = [r for r in records if r["meta"] is None]  # the sweep's request shape, once before dispatch
+    assert len(preflight) == 1 and preflight[0]["body"]["model"] == "served-id"
+    records = [r for r in records if r["meta"] is not None]
     df = h.ledger_frame(tmp_path, name)
     assert len(df) == 2 and set(df["model"]) == {"mine"} and set(df["method"]) == {"direct"}
     assert (df["status"] != "error").all(), df[["key", "error"]].to_string()

@@ -56,7 +56,10 @@ def test_sweep_over_a_recording_openai_endpoint(ray_cluster, h, tmp_path, monkey
         cfg = load_config(h.sweep_args(tmp_path, "http", port, "limits.wall_s=5", "limits.cpu_s=5",
                                        "tracking.enabled=false", models="[rec]", limit=1, samples=2))
         assert run_sweep(cfg) == 0
-        records = list(server.records)
+        # the preflight: the sweep's request shape once, before dispatch, without a harness header
+        preflight = [r for r in server.records if r["meta"] is None]
+        records = [r for r in server.records if r["meta"] is not None]
+    assert len(preflight) == 1 and preflight[0]["body"]["max_tokens"] == 16384
 
     df = h.ledger_frame(tmp_path, "http")
     assert len(df) == 3 * 1 * 2 and (df["status"] != "error").all(), df[["key", "error"]].to_string()

@@ -48,7 +48,8 @@ def test_exec_limits_are_set_in_limits_only():
 def test_added_keys_take_effect_and_enter_the_fingerprint():
     base = load_config([])
     out = load_config(["budgets.max_output_tokens=1024", "sampling.extra_body={x: 1}"])
-    assert C.effective_budgets(out, "direct").max_output_tokens == 16384  # the method states its own
+    # the command line wins over the method's YAML (which states 16384): the precedence rule
+    assert C.effective_budgets(out, "direct").max_output_tokens == 1024
     assert C.effective_sampling(out, "sim-small").extra_body == {"x": 1}
     assert C.sweep_fingerprint(out) != C.sweep_fingerprint(base)
     assert C.item_fingerprint(out, "sim-small", "direct", "sample") != \
@@ -159,3 +160,42 @@ def test_effective_sampling_and_budgets_apply_overrides(tmp_path, monkeypatch):
     assert C.effective_budgets(cfg, "tight").max_turns == 12
     # a method that does not state max_output_tokens gets the sweep's
     assert C.effective_budgets(cfg, "tight").max_output_tokens == cfg.budgets.max_output_tokens
+
+
+def test_precedence_command_line_over_model_yaml_over_sweep_yaml(tmp_path, monkeypatch):
+    """command line > model/method YAML > sweep YAML > defaults; each overridden value is said once."""
+    shutil.copytree(REPO / "configs", tmp_path / "configs")
+    (tmp_path / "configs" / "models" / "sim-512.yaml").write_text(
+        "name: sim-512\nbackend: simulated\nsampling: {max_tokens: 512, temperature: 0.9}\n")
+    sweep_yaml = tmp_path / "s.yaml"
+    sweep_yaml.write_text("sampling: {max_tokens: 256, temperature: 0.1, top_p: 0.5}\n")
+    monkeypatch.setenv("OPTEVAL_CONFIGS", str(tmp_path / "configs"))
+    from_yaml = load_config([str(sweep_yaml), "models=[sim-512]"])
+    s = C.effective_sampling(from_yaml, "sim-512")
+    assert (s.max_tokens, s.temperature, s.top_p) == (512, 0.9, 0.5)  # model YAML > sweep YAML > defaults
+    cli = load_config([str(sweep_yaml), "models=[sim-512]", "sampling.max_tokens=128"])
+    assert cli.command_line == ("sampling.max_tokens",)
+    s = C.effective_sampling(cli, "sim-512")
+    assert (s.max_tokens, s.temperature) == (128, 0.9)  # the command line wins over the model YAML
+    lines = C.overridden(cli)
+    assert any("model 'sim-512'" in ln and "sampling.max_tokens=128 (command line) over its YAML's 512" in ln
+               and "sampling.temperature=0.9 (its YAML) over the sweep's 0.1" in ln for ln in lines), lines
+    assert C.item_fingerprint(cli, "sim-512", "direct", "sample") != \
+        C.item_fingerprint(from_yaml, "sim-512", "direct", "sample")
+    with pytest.raises(ConfigError, match=r"^command_line: "):
+        load_config(["command_line=[sampling.top_k]"])
+
+
+def test_method_budgets_from_the_command_line():
+    cfg = load_config(["method_budgets.opticycle.max_calls=2", "method_budgets.direct.max_total_tokens=9"])
+    assert C.effective_budgets(cfg, "opticycle").max_calls == 2
+    assert C.effective_budgets(cfg, "optistate").max_calls == C.effective_budgets(load_config([]), "optistate").max_calls
+    assert C.effective_budgets(cfg, "direct").max_total_tokens == 9
+    assert any("method 'opticycle'" in ln and "budgets.max_calls=2 (command line)" in ln for ln in C.overridden(cfg))
+    assert C.item_fingerprint(cfg, "sim-small", "opticycle", "sample") != \
+        C.item_fingerprint(load_config([]), "sim-small", "opticycle", "sample")
+    for arg, path in [("method_budgets.nope.max_calls=2", "method_budgets.nope"),
+                      ("method_budgets.opticycle.max_cals=2", "method_budgets.opticycle.max_cals"),
+                      ("method_budgets.opticycle.max_calls=0", "method_budgets.opticycle.max_calls")]:
+        with pytest.raises(ConfigError, match="^" + path.replace(".", r"\.") + ": "):
+            load_config([arg])

@@ -112,3 +112,29 @@ def test_bad_names_and_missing_answers_are_refused():
         score("correct", items(("a", "c", None)), [None], "submit", "optagentbench")
     with pytest.raises(ValueError, match="1 items but 2 results"):
         score("correct", items(("a", "c", 1)), [None, None], "submit", "optagentbench")
+
+
+# A program that never submits: comment-only code runs to a clean exit with nothing submitted
+# (issue 27: two such programs got SIRL's execution credit of 1.0).
+COMMENT_ONLY = ExecResult(outcome=OK, stdout="", submission=None)
+
+
+@pytest.mark.parametrize("scheme", ["sirl", "sirl-stage1"])
+def test_sirl_gives_no_execution_credit_to_a_program_that_never_submits(scheme):
+    got = score(scheme, items(("p", SIRL_TEXT, 12)), [COMMENT_ONLY], "submit", "sirl")[0]
+    assert got.parts["execution"] == 0.0 and got.parts["accuracy"] == 0.0
+    assert got.reward == 0.5 and got.correct is False  # the format term only
+    ran = score(scheme, items(("p", SIRL_TEXT, 12)), [ok(11.0)], "submit", "sirl")[0]
+    assert ran.parts["execution"] == 1.0  # ran and submitted (a wrong value): execution credit
+
+
+def test_orr1_gives_no_code_credit_to_a_program_that_never_submits():
+    got = score("orr1", items(("g", ORR1_TEXT, None), ("g", ORR1_TEXT, None)), [COMMENT_ONLY, ok(3.0)],
+                "submit", "optagentbench")
+    assert [r.parts["code"] for r in got] == [0.0, 1.0]
+    assert got[0].reward == 1.0  # format only: no code, no vote
+
+
+def test_correct_is_zero_for_a_program_that_never_submits():
+    got = score("correct", items(("p", "```python\n# nothing\n```", 12)), [COMMENT_ONLY], "submit", "optagentbench")[0]
+    assert got.reward == 0.0 and got.correct is False

@@ -1,0 +1,69 @@
+"""The preflight's request shape (the largest max_tokens a stage sends, budget-capped) and its
+checks against a local misbehaving server, without Ray."""
+from __future__ import annotations
+
+import asyncio
+import shutil
+from pathlib import Path
+
+import pytest
+
+from cluster.config import load_config
+from cluster.driver.preflight import PreflightError, max_model_len, preflight, request_shape
+from cluster.driver.prepare import prepare
+from cluster.endpoint import Endpoint
+from tests.servers.misbehaving import MisbehavingServer
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _prep(tmp_path, monkeypatch, base_url: str, *extra: str):
+    shutil.copytree(REPO / "configs", tmp_path / "configs")
+    (tmp_path / "configs" / "methods" / "long.yaml").write_text(
+        "name: long\nharness: direct\nextraction: submit\nbudgets: {max_output_tokens: 6000}\n"
+        "stages: {act: {max_tokens: 9000, temperature: 0.1}}\n")
+    monkeypatch.setenv("OPTEVAL_CONFIGS", str(tmp_path / "configs"))
+    model = (f"[{{name: pre, backend: openai, openai: {{base_url: '{base_url}', model_id: misbehaving, "
+             "api_key_env: OPTEVAL_TEST_NO_KEY, max_retries: 0}}]")
+    cfg = load_config([f"models={model}", "methods=[direct,long]", "limit_problems=2", "samples.default=1",
+                       f"sweep.output_dir={tmp_path / 'out'}", "tracking.enabled=false", *extra])
+    return prepare(cfg, read_only=True)
+
+
+def _ep(server: MisbehavingServer) -> Endpoint:
+    return Endpoint("pre", server.base_url, server.model_id, api_key_env="OPTEVAL_TEST_NO_KEY", max_retries=0)
+
+
+def test_the_shape_is_the_largest_stage_request_capped_by_the_budget(tmp_path, monkeypatch):
+    prep = _prep(tmp_path, monkeypatch, "http://127.0.0.1:9/v1", "sampling.max_tokens=4000")
+    shape = request_shape(prep, "pre")
+    # long's act stage asks 9000, its budget caps at 6000: above direct's 4000
+    assert shape.sampling.max_tokens == 6000 and shape.sampling.temperature == 0.1
+    assert shape.where == "method long, stage act" and shape.seed == 42
+
+
+def test_models_endpoint_then_one_request(tmp_path, monkeypatch):
+    with MisbehavingServer(max_model_len=8192) as server:
+        prep = _prep(tmp_path, monkeypatch, server.base_url)
+        assert asyncio.run(max_model_len(_ep(server))) == 8192
+        with pytest.raises(PreflightError, match=r"^model 'pre': max_tokens=16384 > max_model_len=8192: "):
+            asyncio.run(preflight(prep, {"pre": _ep(server)}))
+        assert server.chats == 0
+    with MisbehavingServer(max_model_len=8192) as server:
+        prep = _prep(tmp_path / "b", monkeypatch, server.base_url, "sampling.max_tokens=2000")
+        asyncio.run(preflight(prep, {"pre": _ep(server)}))  # fits: one request, answered
+        assert server.chats == 1
+        body = server.records[0]["body"]
+        assert body["max_tokens"] == 6000 and body["seed"] == 42 and body["temperature"] == 0.1
+        # the longest problem of the plan is the prompt; no answer is in it
+        longest = max((p.question for p in prep.problems.values()), key=len)
+        assert longest in body["messages"][0]["content"]
+
+
+def test_a_server_that_is_down_stops_the_sweep(tmp_path, monkeypatch):
+    server = MisbehavingServer()
+    url = server.base_url
+    server.httpd.server_close()  # never started: connection refused
+    prep = _prep(tmp_path, monkeypatch, url)
+    with pytest.raises(PreflightError, match=r"^model 'pre': the sweep's first request failed"):
+        asyncio.run(preflight(prep, {"pre": Endpoint("pre", url, "misbehaving", max_retries=0)}))
