@@ -14,6 +14,8 @@ file (named; ``sweep.repair=true`` quarantines it and re-runs its keys) or a swe
 writer lease another driver holds (``sweep.wait_for_lease=true`` waits), 3 a commit
 failed (disk full, permission, object store: the message names the path and cause; what
 was committed before stays valid and the same command resumes once it is fixed);
+5 Ray did not start (its start-up timed out on every attempt, e.g. a heavily loaded machine:
+one line naming the cause; nothing was dispatched, the same command starts it later);
 130 interrupted (SIGINT/SIGTERM, honoured from the first second; what finished is committed
 and the same command resumes).
 """
@@ -30,6 +32,7 @@ if TYPE_CHECKING:
 EXIT_CONFIG = 2
 EXIT_INTERRUPTED = 130
 EXIT_COMMIT = 3
+EXIT_STARTUP = 5  # Ray did not start (its start-up timed out on every attempt): retry later
 
 FORMS = """\
 usage: python jobs/sweep.py [CONFIG.yaml] [key=value ...]     (the same: opteval sweep ...)
@@ -105,6 +108,7 @@ def _main(argv: list[str] | None) -> int:
     from cluster.config import ConfigError, load_config
     from cluster.driver import signals
     from cluster.ledger import CommitError, ConfigChangedError, LedgerError
+    from cluster.runtime import RayStartupError
     from evalcore.problems import BenchmarkLoadError
 
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -140,6 +144,9 @@ def _main(argv: list[str] | None) -> int:
     except LedgerError as exc:
         print(f"ledger error: {exc}", file=sys.stderr, flush=True)
         return EXIT_CONFIG
+    except RayStartupError as exc:
+        print(f"startup error: {_one_line(exc)}", file=sys.stderr, flush=True)
+        return EXIT_STARTUP
 
 
 def _one_line(exc: BaseException) -> str:

@@ -27,6 +27,7 @@ from cluster.plan import PlanItem, plan_counts
 from cluster.runtime import (
     EXECUTOR_RESOURCE,
     PlacementError,
+    RayStartupError,
     connect,
     describe_nodes,
     disconnect,
@@ -275,7 +276,7 @@ def _connect_recording_sigterm(address: str | None) -> Any:
     import ray
 
     try:
-        return connect(address)
+        return connect(address, between=signals.checkpoint)  # a signal between attempts: exit 130
     except SystemExit as exc:
         if exc.code != signal.SIGTERM:
             raise
@@ -302,7 +303,12 @@ def run_sweep(cfg: SweepConfig) -> int:
         stop = None
         if prep.pending:
             signals.step("starting Ray")
-            rt = _connect_recording_sigterm(cfg.cluster.address)
+            try:
+                rt = _connect_recording_sigterm(cfg.cluster.address)
+            except RayStartupError:
+                if tracker is not None:
+                    _tracked(tracker, "end runs", tracker.finish, "FAILED")
+                raise
             signals.install()  # ray.init replaces the SIGTERM handler (sys.exit) with its own
             signals.checkpoint()
             try:
