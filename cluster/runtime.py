@@ -59,8 +59,15 @@ def loopback_node_ip() -> Iterator[None]:
         rc.ENABLE_RAY_CLUSTER = before
 
 
+def is_loopback_address(address: str) -> bool:
+    """``127.x.x.x:port`` / ``localhost:port`` (a GCS address on this machine's loopback)."""
+    host = address.rsplit(":", 1)[0] if ":" in address and "://" not in address else ""
+    return host == "localhost" or host.startswith("127.")
+
+
 def init_with_retries(kwargs: dict[str, Any], *, attempts: int | None = None, backoff_s: float | None = None,
                       between: Callable[[], None] | None = None, local: bool = True) -> None:
+    # local: this node's IP is 127.0.0.1 (a cluster we start, or one on loopback we join)
     """``ray.init(**kwargs)``, retried with exponential backoff when Ray's start-up times out.
 
     A half-started cluster is shut down before the next attempt. ``between`` runs before each
@@ -157,8 +164,10 @@ def connect(cfg_address: str | None = None, num_cpus: int | None = None, dashboa
         return RayRuntime(started_local=False, connected_here=False, address=None)
     address = resolve_address(cfg_address)
     if address:
+        # a cluster on loopback (ours, started by another driver or the tests) is joined as 127.0.0.1,
+        # else Ray looks for a raylet on the host's address and never finds one
         init_with_retries({"address": address, "namespace": NAMESPACE, "log_to_driver": True}, between=between,
-                          local=False)
+                          local=is_loopback_address(address))
         return RayRuntime(started_local=False, connected_here=True, address=address)
     init_with_retries(_local_init_kwargs(num_cpus, dashboard), between=between)
     return RayRuntime(started_local=True, connected_here=True, address=None)
