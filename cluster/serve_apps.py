@@ -76,7 +76,8 @@ def pending_requests(app_name: str) -> dict[str, tuple[list[dict[str, float]], s
     from cluster.capacity import replica_request
 
     try:
-        details = _get_global_client().get_serve_details()
+        client = _get_global_client()
+        details = client.get_serve_details() if client is not None else {}
     except Exception:
         return {}
     app = (details.get("applications") or {}).get(app_name) or {}

@@ -35,7 +35,7 @@ def _deploy(app: str, target) -> None:
 def test_constructor_slower_than_serves_warning_becomes_ready(ray_cluster, capsys):
     _, port = ray_cluster
     app = "ready-slow-init"
-    _deploy(app, Answers.bind(35.0))
+    _deploy(app, Answers.bind(35.0))  # type: ignore[attr-defined]  # serve.deployment's stub returns the class
     try:
         t0 = time.monotonic()
         sa.wait_app_ready(app, f"http://127.0.0.1:{port}/{app}", ["slow-model"], 300.0, poll_s=1.0,
@@ -58,7 +58,7 @@ def test_replica_waiting_for_a_held_resource_is_waited_for(ray_cluster, capsys):
     someone else), so readiness waits and the replica comes up once it is released."""
     _, port = ray_cluster
     total = ray.cluster_resources().get("opteval_executor", 0)
-    holder = Holder.options(resources={"opteval_executor": total}).remote()
+    holder = Holder.options(resources={"opteval_executor": total}).remote()  # type: ignore[attr-defined]
     try:
         ray.get(holder.ready.remote(), timeout=60)
     except Exception:
