@@ -22,8 +22,9 @@ EXECUTOR_RESOURCE = "opteval_executor"
 LOOPBACK = "127.0.0.1"
 # Ray waits a fixed 30 s for its raylet to register (ray/_private/node.py, no setting lengthens
 # it); on a loaded machine that is often too short. We retry the whole start instead.
-STARTUP_ATTEMPTS = int(os.environ.get("OPTEVAL_RAY_START_ATTEMPTS", "4"))
+STARTUP_ATTEMPTS = int(os.environ.get("OPTEVAL_RAY_START_ATTEMPTS", "6"))
 STARTUP_BACKOFF_S = float(os.environ.get("OPTEVAL_RAY_START_BACKOFF_S", "5"))
+STARTUP_MAX_BACKOFF_S = 30.0
 # What Ray raises when its own processes did not come up in time (not a config problem).
 STARTUP_TIMEOUTS = ("timed out during startup", "gcs has become overloaded", "failed to connect to gcs",
                     "timed out while waiting", "timed out waiting for", "failed to start the gcs",
@@ -94,7 +95,7 @@ def init_with_retries(kwargs: dict[str, Any], *, attempts: int | None = None, ba
                     f"Ray did not start after {attempts} attempt(s) (last: {cause}); the machine may be "
                     f"overloaded (load average {_load()}): retry when it is quieter, or raise "
                     f"OPTEVAL_RAY_START_ATTEMPTS") from None
-            wait = backoff * (2 ** i)
+            wait = min(backoff * (2 ** i), STARTUP_MAX_BACKOFF_S)
             print(f"[ray] start-up attempt {i + 1}/{attempts} timed out ({cause}); retrying in {wait:g} s",
                   file=sys.stderr, flush=True)
             time.sleep(wait)

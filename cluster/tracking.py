@@ -534,7 +534,7 @@ class BackgroundStart:
             self.attempts += 1
             t.enabled = True
             t.failures = 0
-            if t.start(self.resolved, self.fingerprint, self.pairs):
+            if t.start(self.resolved, self.fingerprint, self.pairs) and t.failures == 0:
                 t.quiet = False
                 self.up.set()
                 if self.attempts > 1:
@@ -542,6 +542,7 @@ class BackgroundStart:
                           "(results are logged from the ledger at the end)", flush=True)
                 return
             t.enabled = False
+            t.client = t.parent_id = None  # half-started runs are found again by their tags next time
             if self.attempts == 1:
                 print(f"[sweep] MLflow ({t.uri}) is not reachable ({getattr(t, 'last_error', 'no answer')}); "
                       f"the sweep goes on and retries it in the background", flush=True)
