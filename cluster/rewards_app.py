@@ -266,37 +266,11 @@ def build_app(cfg: ServiceConfig, token: str | None = None) -> Any:
     return RewardService.bind(runner, cfg.chunk_count(), digest)  # type: ignore[attr-defined]  # serve.deployment's stub returns the class; it is a Deployment
 
 
-START_ATTEMPTS = 3
-
-
-def start_serve(host: str, port: int, attempts: int = START_ATTEMPTS) -> None:
-    """``serve.start``, retried when its controller or proxy dies while starting (a loaded
-    machine: the controller kills a proxy that is slow to answer its health check)."""
-    import time
-
-    from ray.exceptions import RayActorError
-
-    for i in range(attempts):
-        try:
-            serve.start(http_options={"host": host, "port": int(port)}, logging_config=QUIET_LOGS)
-            return
-        except RayActorError as exc:
-            if i + 1 >= attempts:
-                from cluster.runtime import RayStartupError
-
-                raise RayStartupError(f"Serve did not start after {attempts} attempts (last: "
-                                      f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]})") from None
-            print(f"[rewards] Serve's start failed ({type(exc).__name__}); retrying", flush=True)
-            try:
-                serve.shutdown()
-            except Exception:
-                pass
-            time.sleep(5.0 * (i + 1))
-
-
 def deploy(cfg: ServiceConfig, port: int, host: str = "127.0.0.1", token: str | None = None) -> str:
     """Start Serve's proxy on ``host:port`` and run the app; returns the endpoint URL."""
-    start_serve(host, port)
+    from cluster.serve_apps import start_serve  # retried when the proxy dies starting (a loaded machine)
+
+    start_serve(host, port, QUIET_LOGS)
     serve.run(build_app(cfg, token), name=APP_NAME, route_prefix=ROUTE, logging_config=QUIET_LOGS)
     shown = "127.0.0.1" if host in ("0.0.0.0", "::") else host
     return f"http://{shown}:{int(port)}{ROUTE}"

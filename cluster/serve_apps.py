@@ -163,6 +163,35 @@ def wait_app_ready(app_name: str, base_url: str, model_ids: list[str], timeout_s
         time.sleep(poll_s)
 
 
+# -- start ---------------------------------------------------------------------------------
+
+
+def start_serve(host: str, port: int, logging_config: Any = None, attempts: int = 3) -> None:
+    """``serve.start``, retried when its controller or proxy dies while starting: on a loaded
+    machine the controller kills a proxy that misses its health checks and ``serve.start``
+    raises ``ActorDiedError``. After ``attempts``: ``RayStartupError`` (exit 5, one line)."""
+    from ray import serve
+    from ray.exceptions import RayActorError
+
+    from cluster.runtime import RayStartupError
+
+    for i in range(attempts):
+        try:
+            serve.start(http_options={"host": host, "port": int(port)}, logging_config=logging_config)
+            return
+        except RayActorError as exc:
+            if i + 1 >= attempts:
+                raise RayStartupError(f"Serve did not start after {attempts} attempts (last: {type(exc).__name__}: "
+                                      f"{' '.join(str(exc).split())[:300]})") from None
+            print(f"[serving] Serve's start failed ({type(exc).__name__}: its proxy died starting); retrying",
+                  flush=True)
+            try:
+                serve.shutdown()
+            except Exception:
+                pass
+            time.sleep(5.0 * (i + 1))
+
+
 # -- teardown -----------------------------------------------------------------------------
 
 
