@@ -599,15 +599,26 @@ def _free_nodes() -> list[dict[str, float]]:
 
 def check_placement(models: Sequence[Mapping[str, Any]], cfg: Any = None,
                     nodes: Sequence[Mapping[str, float]] | None = None) -> None:
-    """Refuse, before deploying, a stage the cluster cannot place (it would pend forever)."""
+    """Refuse, before deploying, a stage no node and no autoscaler node type could ever hold
+    (it would pend forever). ``nodes`` (tests) are the shapes to check against; by default the
+    alive nodes' totals plus the autoscaler's node types (:mod:`cluster.capacity`). A stage that
+    fits those but not what is free right now is deployed and waited for (a busy node frees up,
+    a GPU group scales up), with a line saying so."""
+    from cluster.capacity import capacity_shapes
     from cluster.runtime import describe_nodes
 
-    nodes = _free_nodes() if nodes is None else [dict(n) for n in nodes]
-    problems = plan_placement(models, cfg, nodes)
+    shapes = capacity_shapes() if nodes is None else [dict(n) for n in nodes]
+    problems = plan_placement(models, cfg, shapes)
     if problems:
-        raise UnplaceableModel(f"cannot place the stage: {'; '.join(problems)}; the cluster has free: "
-                               f"{describe_nodes(nodes)} (set serving.accelerator_type, serving.cpus_per_gpu "
+        raise UnplaceableModel(f"cannot place the stage: {'; '.join(problems)}; the cluster has: "
+                               f"{describe_nodes(shapes)} (set serving.accelerator_type, serving.cpus_per_gpu "
                                f"or cluster.executors, or add nodes)")
+    if nodes is None:
+        free = _free_nodes()
+        busy = plan_placement(models, cfg, free)
+        if busy:
+            print(f"[serving] the stage does not fit what is free now ({'; '.join(busy)}); waiting for "
+                  f"resources to free up or the autoscaler to add a node (serving.ready_timeout_s)", flush=True)
 
 
 # -- stages ----------------------------------------------------------------------------

@@ -222,6 +222,24 @@ class Plan(Sequence):
         return table if schema is None else table.select(schema.names).cast(schema)
 
 
+# The largest plan expanded: ~50M keys are ~4 GB of Arrow strings before the ledger, the
+# dispatch queue and the report read them again; a sweep that large is several sweeps.
+MAX_PLANNED = 50_000_000
+BYTES_PER_KEY = 80  # Arrow string of a trajectory key (see expand_plan)
+
+
+def check_plan_size(cfg: SweepConfig, per_bench: dict[str, tuple[int, int]]) -> int:
+    """Count the plan from (problems, samples) per benchmark before expanding it; refuse one
+    over :data:`MAX_PLANNED` with the count and the memory its keys alone would take."""
+    total = sum(p * n for mo in cfg.models for _ in methods_for(cfg, mo) for p, n in per_bench.values() if n > 0)
+    if total > MAX_PLANNED:
+        gib = total * BYTES_PER_KEY / 2**30
+        raise ConfigError(f"samples: the plan would have {total:,} trajectories (~{gib:,.0f} GiB for its keys "
+                          f"alone), over the bound of {MAX_PLANNED:,}; lower samples.default / "
+                          "samples.per_benchmark or limit_problems, or split it into several sweeps")
+    return total
+
+
 def expand_plan(cfg: SweepConfig, problem_ids: dict[str, list[str]]) -> Plan:
     """All planned trajectories, model-major; ``problem_ids[slug]`` in benchmark order.
 
@@ -242,6 +260,7 @@ def expand_plan(cfg: SweepConfig, problem_ids: dict[str, list[str]]) -> Plan:
             dup = next(p for p, c in Counter(pids).items() if c > 1)
             raise ConfigError(f"benchmarks: problem id {dup!r} appears twice in {b}")
         per_bench[b] = (pids[:limit] if limit is not None else pids, samples_for(cfg, b))
+    check_plan_size(cfg, {b: (len(p), n) for b, (p, n) in per_bench.items()})
     groups: list[_Group] = []
     start = 0
     item_fingerprint = item_fingerprinter(cfg)
@@ -309,6 +328,7 @@ def registry_counts(cfg: SweepConfig, missing: list[str]) -> dict[tuple[str, str
         if n is None:
             raise ConfigError(f"benchmarks: {b} has no pinned count; its file is needed to plan")
         per_bench[b] = min(n, limit) if limit is not None else n
+    check_plan_size(cfg, {b: (p, samples_for(cfg, b)) for b, p in per_bench.items()})
     return {(mo, me, b): per_bench[b] * samples_for(cfg, b)
             for mo in cfg.models for me in methods_for(cfg, mo) for b in cfg.benchmarks}
 

@@ -22,12 +22,17 @@ Request::
 
 Response: ``{"rewards": [{"id", "reward", "correct", "parts"}, ...]}`` in item order.
 Items that share an ``id`` are completions of one prompt (``orr1`` votes within them).
-A bad request answers 400 with ``{"error": {"message", "param"}}`` naming the key.
-``GET /rewards`` answers the known schemes and profiles (a readiness probe).
+A bad request answers 400 with ``{"error": {"message", "param"}}`` naming the key (a body
+nested too deeply to parse, a number of more digits than Python converts, an ``id`` that
+is not a string or a number included). ``GET /rewards`` answers the known schemes and
+profiles (a readiness probe). With a token (``jobs/rewards.py serve --token-env NAME``) every
+request needs ``Authorization: Bearer <token>`` (401 otherwise); the app holds only its SHA-256.
 """
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import hmac
 import json
 from dataclasses import dataclass
 from typing import Any
@@ -151,6 +156,8 @@ def _item(i: int, row: Any, needs_answer: bool, scheme: str) -> RewardItem:
         raise RequestError(f"{where} must be an object", where)
     if row.get("id") is None:
         raise RequestError(f"{where}.id is missing", f"{where}.id")
+    if isinstance(row["id"], bool) or not isinstance(row["id"], (str, int, float)):
+        raise RequestError(f"{where}.id must be a string or a number, got {type(row['id']).__name__}", f"{where}.id")
     if not isinstance(row.get("completion"), str):
         raise RequestError(f"{where}.completion must be a string", f"{where}.completion")
     answer = row.get("answer")
@@ -159,6 +166,30 @@ def _item(i: int, row: Any, needs_answer: bool, scheme: str) -> RewardItem:
     if answer is not None and parse_submission(answer) is None:
         raise RequestError(f"{where}.answer {answer!r} is neither a number nor a status", f"{where}.answer")
     return RewardItem(str(row["id"]), row["completion"], answer)
+
+
+def decode_body(raw: bytes) -> Any:
+    """The request's JSON; RequestError with the real cause (too deep, too many digits, not JSON)."""
+    try:
+        return json.loads(raw)
+    except RecursionError:  # json's C scanner recurses once per level
+        raise RequestError("request body is nested too deeply to parse (a reward request is 3 levels deep)") from None
+    except ValueError as exc:
+        if "integer string conversion" in str(exc):  # Python's int_max_str_digits guard
+            raise RequestError(f"a number in the request body has too many digits ({exc})") from None
+        raise RequestError(f"request body is not JSON ({exc})") from None
+
+
+def token_digest(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def authorized(headers: Any, digest: str | None) -> bool:
+    """No token configured, or ``Authorization: Bearer <token>`` whose SHA-256 matches."""
+    if digest is None:
+        return True
+    scheme, _, given = str(headers.get("authorization") or "").partition(" ")
+    return scheme.lower() == "bearer" and hmac.compare_digest(token_digest(given.strip()), digest)
 
 
 def _json(status: int, content: Any) -> Response:
@@ -170,22 +201,21 @@ def _json(status: int, content: Any) -> Response:
 class RewardService:
     """``POST /rewards`` and ``GET /rewards``; a plain ``__call__`` like ``SimulatedOpenAI``."""
 
-    def __init__(self, runner: Any, chunk_count: int) -> None:
+    def __init__(self, runner: Any, chunk_count: int, token_sha256: str | None = None) -> None:
         self._runner = runner
         self._chunk_count = chunk_count
+        self._token_sha256 = token_sha256
 
     async def __call__(self, request: Request) -> Response:
+        if not authorized(request.headers, self._token_sha256):
+            return _json(401, {"error": {"message": "missing or wrong Authorization: Bearer token", "param": None}})
         if request.method == "GET":
             return _json(200, {"schemes": sorted(SCHEMES), "extraction": sorted(EXTRACTIONS),
                                "grading": sorted(GRADINGS)})
         if request.method != "POST":
             return _json(405, {"error": {"message": f"{ROUTE} takes POST (or GET for the schemes)", "param": None}})
         try:
-            body = json.loads(await request.body())
-        except ValueError:
-            return _json(400, {"error": {"message": "request body is not JSON", "param": None}})
-        try:
-            scheme, extraction, grading, items = parse_request(body)
+            scheme, extraction, grading, items = parse_request(decode_body(await request.body()))
         except RequestError as exc:
             return _json(400, {"error": {"message": str(exc), "param": exc.param}})
         results = await self.run_all([extract_code(it.completion, extraction) for it in items])
@@ -226,18 +256,21 @@ def chunks(idx: list[int], count: int) -> list[list[int]]:
     return [c for c in out if c]
 
 
-def build_app(cfg: ServiceConfig) -> Any:
+def build_app(cfg: ServiceConfig, token: str | None = None) -> Any:
     runner = SandboxRunner.options(  # type: ignore[attr-defined]  # serve.deployment's stub returns the class; it is a Deployment
         ray_actor_options={"num_cpus": cfg.executor_cpus},
         autoscaling_config=cfg.autoscaling(),
         max_ongoing_requests=cfg.slots * 4,
     ).bind(cfg.slots, cfg.limits())
-    return RewardService.bind(runner, cfg.chunk_count())  # type: ignore[attr-defined]  # serve.deployment's stub returns the class; it is a Deployment
+    digest = token_digest(token) if token else None
+    return RewardService.bind(runner, cfg.chunk_count(), digest)  # type: ignore[attr-defined]  # serve.deployment's stub returns the class; it is a Deployment
 
 
-def deploy(cfg: ServiceConfig, port: int, host: str = "127.0.0.1") -> str:
+def deploy(cfg: ServiceConfig, port: int, host: str = "127.0.0.1", token: str | None = None) -> str:
     """Start Serve's proxy on ``host:port`` and run the app; returns the endpoint URL."""
-    serve.start(http_options={"host": host, "port": int(port)}, logging_config=QUIET_LOGS)
-    serve.run(build_app(cfg), name=APP_NAME, route_prefix=ROUTE, logging_config=QUIET_LOGS)
+    from cluster.serve_apps import start_serve  # retried when the proxy dies starting (a loaded machine)
+
+    start_serve(host, port, QUIET_LOGS)
+    serve.run(build_app(cfg, token), name=APP_NAME, route_prefix=ROUTE, logging_config=QUIET_LOGS)
     shown = "127.0.0.1" if host in ("0.0.0.0", "::") else host
     return f"http://{shown}:{int(port)}{ROUTE}"

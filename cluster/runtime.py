@@ -6,7 +6,11 @@ case may it shut Ray down at the end; in the second, ``RAY_ADDRESS`` tells us so
 """
 from __future__ import annotations
 
+import contextlib
 import os
+import sys
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,6 +19,95 @@ NAMESPACE = "opteval"
 # manifests put it on CPU worker groups). Executors run only where it is offered, so they
 # never take the CPUs a vLLM replica, the OpenAI ingress or the prefix-tree actor needs.
 EXECUTOR_RESOURCE = "opteval_executor"
+LOOPBACK = "127.0.0.1"
+# Ray waits a fixed 30 s for its raylet to register (ray/_private/node.py, no setting lengthens
+# it); on a loaded machine that is often too short. We retry the whole start instead.
+STARTUP_ATTEMPTS = int(os.environ.get("OPTEVAL_RAY_START_ATTEMPTS", "6"))
+STARTUP_BACKOFF_S = float(os.environ.get("OPTEVAL_RAY_START_BACKOFF_S", "5"))
+STARTUP_MAX_BACKOFF_S = 30.0
+# What Ray raises when its own processes did not come up in time (not a config problem).
+STARTUP_TIMEOUTS = ("timed out during startup", "gcs has become overloaded", "failed to connect to gcs",
+                    "timed out while waiting", "timed out waiting for", "failed to start the gcs",
+                    "deadline exceeded", "failed to register worker")
+
+
+class RayStartupError(RuntimeError):
+    """Ray did not start within its attempts (a loaded machine, a GCS that does not answer).
+    jobs/sweep.py and jobs/rewards.py print it as one line and exit 5 (EXIT_STARTUP)."""
+
+
+def is_startup_timeout(exc: BaseException) -> bool:
+    """Is this one of Ray's start-up timeouts (worth another attempt), not a usage error?"""
+    text = f"{type(exc).__name__}: {exc}".lower()
+    return any(t in text for t in STARTUP_TIMEOUTS)
+
+
+@contextlib.contextmanager
+def loopback_node_ip() -> Iterator[None]:
+    """Make ``ray.init`` take 127.0.0.1 as this node's IP, so the GCS, raylet, workers and
+    agents of the embedded cluster listen on loopback only (Ray binds its gRPC servers to
+    all interfaces unless the node IP is 127.0.0.1). ``ray.init`` maps an explicit
+    ``_node_ip_address="127.0.0.1"`` back to the host's address unless Ray thinks it runs
+    single-node-only (its ``ENABLE_RAY_CLUSTER``, off on macOS/Windows); we set that for the
+    duration of the call. No one else can join this cluster: it is ours and throwaway."""
+    import ray._private.ray_constants as rc
+
+    before = rc.ENABLE_RAY_CLUSTER
+    rc.ENABLE_RAY_CLUSTER = False
+    try:
+        yield
+    finally:
+        rc.ENABLE_RAY_CLUSTER = before
+
+
+def is_loopback_address(address: str) -> bool:
+    """``127.x.x.x:port`` / ``localhost:port`` (a GCS address on this machine's loopback)."""
+    host = address.rsplit(":", 1)[0] if ":" in address and "://" not in address else ""
+    return host == "localhost" or host.startswith("127.")
+
+
+def init_with_retries(kwargs: dict[str, Any], *, attempts: int | None = None, backoff_s: float | None = None,
+                      between: Callable[[], None] | None = None, local: bool = True) -> None:
+    # local: this node's IP is 127.0.0.1 (a cluster we start, or one on loopback we join)
+    """``ray.init(**kwargs)``, retried with exponential backoff when Ray's start-up times out.
+
+    A half-started cluster is shut down before the next attempt. ``between`` runs before each
+    retry (the driver passes its signal checkpoint: a signal there ends the start-up, exit 130).
+    A ``SystemExit`` (Ray's own SIGTERM handler) is never retried. After the last attempt:
+    :class:`RayStartupError` naming the cause."""
+    import ray
+
+    attempts = max(1, STARTUP_ATTEMPTS if attempts is None else int(attempts))
+    backoff = STARTUP_BACKOFF_S if backoff_s is None else float(backoff_s)
+    for i in range(attempts):
+        try:
+            with loopback_node_ip() if local else contextlib.nullcontext():
+                ray.init(**kwargs)
+            return
+        except Exception as exc:
+            if not is_startup_timeout(exc):
+                raise
+            cause = " ".join(f"{type(exc).__name__}: {exc}".split())
+            with contextlib.suppress(Exception):
+                ray.shutdown()
+            if i + 1 >= attempts:
+                raise RayStartupError(
+                    f"Ray did not start after {attempts} attempt(s) (last: {cause}); the machine may be "
+                    f"overloaded (load average {_load()}): retry when it is quieter, or raise "
+                    f"OPTEVAL_RAY_START_ATTEMPTS") from None
+            wait = min(backoff * (2 ** i), STARTUP_MAX_BACKOFF_S)
+            print(f"[ray] start-up attempt {i + 1}/{attempts} timed out ({cause}); retrying in {wait:g} s",
+                  file=sys.stderr, flush=True)
+            time.sleep(wait)
+            if between is not None:
+                between()
+
+
+def _load() -> str:
+    try:
+        return " ".join(f"{x:.1f}" for x in os.getloadavg())
+    except OSError:
+        return "unknown"
 
 
 @dataclass
@@ -51,6 +144,8 @@ def _local_init_kwargs(num_cpus: int | None, dashboard: bool) -> dict[str, Any]:
         # (executor_slots still leaves serving's CPUs free beside any GPU it has).
         "resources": {EXECUTOR_RESOURCE: float(num_cpus or os.cpu_count() or 1)},
         "include_dashboard": dashboard,
+        "dashboard_host": LOOPBACK,
+        "_node_ip_address": LOOPBACK,  # with loopback_node_ip(): every Ray service on 127.0.0.1
         "namespace": NAMESPACE,
         "log_to_driver": True,
         # the workers' auth mode must be the cluster's: "disabled" by default, but a shell that
@@ -59,17 +154,23 @@ def _local_init_kwargs(num_cpus: int | None, dashboard: bool) -> dict[str, Any]:
     }
 
 
-def connect(cfg_address: str | None = None, num_cpus: int | None = None, dashboard: bool = False) -> RayRuntime:
-    """Join the configured/ambient cluster, or start a local one; reuse an initialized Ray."""
+def connect(cfg_address: str | None = None, num_cpus: int | None = None, dashboard: bool = False, *,
+            between: Callable[[], None] | None = None) -> RayRuntime:
+    """Join the configured/ambient cluster, or start a local one (its services on loopback);
+    reuse an initialized Ray. Start-up timeouts are retried (:func:`init_with_retries`), then
+    :class:`RayStartupError`."""
     import ray
 
     if ray.is_initialized():
         return RayRuntime(started_local=False, connected_here=False, address=None)
     address = resolve_address(cfg_address)
     if address:
-        ray.init(address=address, namespace=NAMESPACE, log_to_driver=True)
+        # a cluster on loopback (ours, started by another driver or the tests) is joined as 127.0.0.1,
+        # else Ray looks for a raylet on the host's address and never finds one
+        init_with_retries({"address": address, "namespace": NAMESPACE, "log_to_driver": True}, between=between,
+                          local=is_loopback_address(address))
         return RayRuntime(started_local=False, connected_here=True, address=address)
-    ray.init(**_local_init_kwargs(num_cpus, dashboard))
+    init_with_retries(_local_init_kwargs(num_cpus, dashboard), between=between)
     return RayRuntime(started_local=True, connected_here=True, address=None)
 
 

@@ -65,18 +65,73 @@ def probe_model(base_url: str, model_id: str, timeout_s: float = 120.0) -> str |
     return None if r.status_code == 200 else f"HTTP {r.status_code}: {r.text[:200]}"
 
 
-UNSCHEDULED_HINT = "to be scheduled"  # Serve's message for replicas the cluster cannot place
+UNSCHEDULED_HINT = "to be scheduled"  # Serve's 30 s warning: a replica not placed yet (maybe never)
+
+
+def pending_requests(app_name: str) -> dict[str, tuple[list[dict[str, float]], str]]:
+    """Deployment name -> (bundles, strategy) one of its replicas asks for, from the Serve
+    controller's deployment configs; {} when the controller cannot say."""
+    from ray.serve.context import _get_global_client
+
+    from cluster.capacity import replica_request
+
+    try:
+        client = _get_global_client()
+        details = client.get_serve_details() if client is not None else {}
+    except Exception:
+        return {}
+    app = (details.get("applications") or {}).get(app_name) or {}
+    return {name: replica_request(dep.get("deployment_config") or {})
+            for name, dep in (app.get("deployments") or {}).items()}
+
+
+def refuse_unplaceable(app_name: str, model_ids: list[str],
+                       shapes: list[dict[str, float]] | None = None) -> dict[str, str]:
+    """Raise :class:`UnplaceableModel` for a deployment whose replica no node and no autoscaler
+    node type could ever hold; else deployment -> what one replica needs, in words."""
+    from cluster.capacity import can_ever_place, capacity_shapes, describe_need
+    from cluster.runtime import describe_nodes
+
+    requests = pending_requests(app_name)
+    if requests and shapes is None:
+        shapes = capacity_shapes()
+    needs = {}
+    for dep, (bundles, strategy) in requests.items():
+        if not can_ever_place(bundles, strategy, shapes or []):
+            raise UnplaceableModel(
+                f"model(s) {model_ids} in Serve app {app_name!r} cannot be placed: a replica of {dep!r} asks for "
+                f"{describe_need(bundles)} ({strategy}) and no node or autoscaler node type offers it; the cluster "
+                f"has: {describe_nodes(shapes or [])}")
+        needs[dep] = describe_need(bundles)
+    return needs
+
+
+def _replica_of(dep: str, model_ids: list[str]) -> str:
+    for m in model_ids:
+        if dep in (m, server_deployment_name(m)):
+            return m
+    return dep if len(model_ids) != 1 else model_ids[0]
 
 
 def wait_app_ready(app_name: str, base_url: str, model_ids: list[str], timeout_s: float, *,
-                   poll_s: float = 2.0) -> None:
+                   poll_s: float = 2.0, progress_s: float = 30.0) -> None:
     """Ready = ``serve.status()`` says RUNNING and a 1-token request to every model succeeds.
 
     ``/v1/models`` is not enough: the ingress answers it from the model cards while the
-    weights still load. Fails fast on DEPLOY_FAILED and on replicas Serve cannot schedule.
+    weights still load. Fails fast on DEPLOY_FAILED and on a replica that asks for what no
+    node and no autoscaler node type offers (checked from the first poll, not after Serve's
+    30 s warning); anything else -- a busy node, a GPU group scaling up, a slow constructor --
+    is waited for up to ``timeout_s`` (``serving.ready_timeout_s``), with a progress line
+    every ``progress_s``: ``replica of X waiting for 1 GPU: 2 m 10 s``.
     """
-    deadline = time.monotonic() + float(timeout_s)
+    from cluster.capacity import elapsed
+
+    t0 = time.monotonic()
+    deadline = t0 + float(timeout_s)
     last = "no status yet"
+    needs: dict[str, str] = {}
+    next_progress = t0 + float(progress_s)
+    next_check = t0
     while True:
         try:
             status, msg = app_state(app_name)
@@ -84,8 +139,6 @@ def wait_app_ready(app_name: str, base_url: str, model_ids: list[str], timeout_s
             status, msg = "UNKNOWN", f"{type(exc).__name__}: {exc}"
         if status == "DEPLOY_FAILED":
             raise ModelNotReady(f"model(s) {model_ids} failed to deploy in Serve app {app_name!r}: {msg}")
-        if status in ("DEPLOYING", "NOT_FOUND") and UNSCHEDULED_HINT in msg:
-            raise UnplaceableModel(f"model(s) {model_ids} in Serve app {app_name!r} cannot be placed: {msg}")
         if status == "RUNNING":
             failures = {m: probe_model(base_url, m) for m in model_ids}
             bad = {m: f for m, f in failures.items() if f}
@@ -93,11 +146,50 @@ def wait_app_ready(app_name: str, base_url: str, model_ids: list[str], timeout_s
                 return
             last = "; ".join(f"{m}: {f}" for m, f in bad.items())
         else:
+            if status == "DEPLOYING" and time.monotonic() >= next_check:  # nodes may join or leave
+                needs = refuse_unplaceable(app_name, model_ids) or needs
+                next_check = time.monotonic() + 10.0
             last = f"app {status}" + (f": {msg}" if msg else "")
-        if time.monotonic() >= deadline:
+        now = time.monotonic()
+        if now >= deadline:
             raise ModelNotReady(f"model(s) {model_ids} not ready at {base_url} after {timeout_s:.0f}s "
                                 f"(last: {last}); raise serving.ready_timeout_s for large models")
+        if now >= next_progress and status != "RUNNING":
+            next_progress = now + float(progress_s)
+            what = "waiting for" if UNSCHEDULED_HINT in msg else "starting, needs"
+            for dep, need in (needs or {"": "?"}).items():
+                print(f"[serving] replica of {_replica_of(dep, model_ids)} {what} {need}: {elapsed(now - t0)}",
+                      flush=True)
         time.sleep(poll_s)
+
+
+# -- start ---------------------------------------------------------------------------------
+
+
+def start_serve(host: str, port: int, logging_config: Any = None, attempts: int = 3) -> None:
+    """``serve.start``, retried when its controller or proxy dies while starting: on a loaded
+    machine the controller kills a proxy that misses its health checks and ``serve.start``
+    raises ``ActorDiedError``. After ``attempts``: ``RayStartupError`` (exit 5, one line)."""
+    from ray import serve
+    from ray.exceptions import RayActorError
+
+    from cluster.runtime import RayStartupError
+
+    for i in range(attempts):
+        try:
+            serve.start(http_options={"host": host, "port": int(port)}, logging_config=logging_config)
+            return
+        except RayActorError as exc:
+            if i + 1 >= attempts:
+                raise RayStartupError(f"Serve did not start after {attempts} attempts (last: {type(exc).__name__}: "
+                                      f"{' '.join(str(exc).split())[:300]})") from None
+            print(f"[serving] Serve's start failed ({type(exc).__name__}: its proxy died starting); retrying",
+                  flush=True)
+            try:
+                serve.shutdown()
+            except Exception:
+                pass
+            time.sleep(5.0 * (i + 1))
 
 
 # -- teardown -----------------------------------------------------------------------------

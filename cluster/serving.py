@@ -15,11 +15,9 @@ import time
 from dataclasses import replace
 from typing import Any
 
-from ray import serve
-
 from cluster.backends import Backend, backend_of, by_backend
 from cluster.endpoint import HANDLE_ROUTE, Endpoint, client_host
-from cluster.serve_apps import LLM_APP_NAME, QUIET_LOGS, teardown, wait_app_ready
+from cluster.serve_apps import LLM_APP_NAME, QUIET_LOGS, start_serve, teardown, wait_app_ready
 from cluster.sim_serving import (
     SIMULATED_FINGERPRINT,
     SimulatedOpenAI,
@@ -73,7 +71,7 @@ def ensure_serve(http_port: int, http_host: str = "127.0.0.1") -> None:
     if not port_free(http_host, http_port):
         raise ServingError(f"serving.http_port: {http_host}:{http_port} is already in use by another process; "
                            f"choose a free port (serving.http_port=...)")
-    serve.start(http_options={"host": str(http_host), "port": int(http_port)}, logging_config=QUIET_LOGS)
+    start_serve(str(http_host), int(http_port), QUIET_LOGS)  # retried when its proxy dies starting
 
 
 def wait_ready(endpoints: dict[str, Endpoint], timeout_s: float) -> None:

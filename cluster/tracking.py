@@ -99,7 +99,10 @@ def tracking_uri(tracking_cfg_uri: str | None, output_dir: str) -> str:
 def ui_command(uri: str, experiment_id: str | None = None) -> str:
     """The command that opens the MLflow UI on this store, and the page with the runs table."""
     if uri.startswith("sqlite:"):
-        cmd = f"mlflow ui --backend-store-uri {uri} --port 5000"
+        # one worker and a long health-check timeout: on a loaded machine uvicorn's supervisor
+        # killed the default 4 workers in a loop (5 s health check) and the UI never served
+        cmd = (f"mlflow ui --backend-store-uri {uri} --port 5000 --workers 1 "
+               "--uvicorn-opts '--timeout-worker-healthcheck 120'")
         return cmd + (f", then open {runs_url('http://127.0.0.1:5000', experiment_id)}" if experiment_id else "")
     if experiment_id and uri.startswith(("http://", "https://")):
         return f"open {runs_url(uri, experiment_id)} in a browser"
@@ -290,6 +293,8 @@ class Tracker:
         self.parent_id: str | None = None
         self.children: dict[tuple[str, str], str] = {}
         self._session_start: float | None = None  # set when runs start; finish() adds the active time
+        self.quiet = False  # BackgroundStart's retries: one line per outage, not a warning per attempt
+        self.synced = False  # the last log_results reached MLflow: it holds every result of the ledger
         if enabled and uri.startswith(("http://", "https://")):
             # A dead server must not stall the sweep for minutes of retries (user values win).
             os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "1")
@@ -314,7 +319,11 @@ class Tracker:
             out = fn(*args, **kwargs)
         except Exception as exc:
             self.failures += 1
+            self.last_error = f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
             hint = sync_command(self.sweep, self.output_dir, self.uri)
+            if self.quiet:
+                self.enabled = False if self.parent_id is None else self.enabled
+                return None
             warnings.warn(f"MLflow ({self.uri}) failed to {what}: {type(exc).__name__}: {str(exc)[:300]}. "
                           f"The sweep goes on; the ledger is the truth. Re-log later with: {hint}",
                           TrackingWarning, stacklevel=3)
@@ -423,6 +432,7 @@ class Tracker:
     def log_results(self, table: pa.Table, plan: pa.Table, plan_recorded_at: str | None = None) -> Any:
         """Metrics and artifacts for every child and the parent, computed from the ledger."""
         summary = summarize_ledger(table, plan)
+        self.synced = False
         if self.active:
             self._guard("log results", self._log_results, table, plan, summary, plan_recorded_at)
         return summary
@@ -453,6 +463,7 @@ class Tracker:
             self._log_metrics(self.parent_id, total, 0, ts)
             (Path(tmp) / "results.md").write_text(results_markdown(summary, self.sweep))
             self.client.log_artifact(self.parent_id, str(Path(tmp) / "results.md"))
+        self.synced = True
 
     def log_traces(self, table: pa.Table, plan: pa.Table, budget_s: float | None = None) -> tuple[int, int] | None:
         """Trajectories as traces on their child runs (cluster/traces.py): (logged, left), None when off.
@@ -542,6 +553,75 @@ def sync_from_ledger(ledger: Ledger, tracker: Tracker) -> Any:
         print(f"MLflow traces: {traced[0]} logged (tracking.traces={tracker.traces})")
     tracker.finish()
     return summary
+
+
+# -- started in the background, retried while MLflow is down ------------------------------------
+
+
+class BackgroundStart:
+    """Starts a tracker's runs on a daemon thread and retries with backoff while MLflow is down
+    or slow (a SQLite store creating its schema on a loaded machine took 82 s), so the sweep
+    never waits for it and tracking is not turned off for the whole run by a slow start. While
+    it is down the tracker is inactive (progress calls are no-ops); once up, progress flows again
+    and the end of the sweep logs every result from the ledger (the ledger is the truth, so
+    nothing committed meanwhile is lost to MLflow). One line when it goes down, one when it is up."""
+
+    def __init__(self, tracker: Tracker, resolved: Mapping[str, Any], fingerprint: str,
+                 pairs: Iterable[tuple[str, str]], *, backoff_s: float = 5.0, max_backoff_s: float = 60.0) -> None:
+        self.tracker, self.resolved, self.fingerprint, self.pairs = tracker, resolved, fingerprint, list(pairs)
+        self.backoff_s, self.max_backoff_s = float(backoff_s), float(max_backoff_s)
+        self.up = threading.Event()
+        self._stop = threading.Event()
+        self.attempts = 0
+        self._thread = threading.Thread(target=self._run, name="opteval-mlflow-start", daemon=True)
+
+    def begin(self) -> BackgroundStart:
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        t = self.tracker
+        delay = self.backoff_s
+        t.quiet = True
+        while not self._stop.is_set():
+            self.attempts += 1
+            t.enabled = True
+            t.failures = 0
+            if t.start(self.resolved, self.fingerprint, self.pairs) and t.failures == 0:
+                t.quiet = False
+                self.up.set()
+                if self.attempts > 1:
+                    print(f"[sweep] MLflow ({t.uri}) is up after {self.attempts} attempts; tracking resumes "
+                          "(results are logged from the ledger at the end)", flush=True)
+                return
+            t.enabled = False
+            t.client = t.parent_id = None  # half-started runs are found again by their tags next time
+            if self.attempts == 1:
+                print(f"[sweep] MLflow ({t.uri}) is not reachable ({getattr(t, 'last_error', 'no answer')}); "
+                      f"the sweep goes on and retries it in the background", flush=True)
+            self._stop.wait(delay)
+            delay = min(delay * 2, self.max_backoff_s)
+
+    def wait(self, timeout_s: float) -> bool:
+        """Up within ``timeout_s``? (The end of the sweep gives a slow start one more chance.)"""
+        return self.up.wait(max(0.0, float(timeout_s)))
+
+    def stop(self) -> None:
+        self._stop.set()
+        if not self.up.is_set():
+            self.tracker.enabled = False  # a start still in flight must not log after the end
+
+
+def end_line(tracker: Tracker | None) -> str | None:
+    """The end-of-sweep line: does MLflow hold every result, or how to put them there."""
+    if tracker is None:
+        return None
+    if tracker.active and tracker.synced:
+        return (f"[sweep] MLflow holds every result of this sweep ({len(tracker.children)} runs, logged from the "
+                "ledger)")
+    return (f"[sweep] MLflow does NOT hold all results ({tracker.uri}: "
+            f"{getattr(tracker, 'last_error', None) or 'not reachable or too slow'}); the ledger does. Re-log with: "
+            f"{sync_command(tracker.sweep, tracker.output_dir, tracker.uri)}")
 
 
 # -- off the event loop, bounded in time --------------------------------------------------------

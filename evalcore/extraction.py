@@ -84,6 +84,9 @@ class ExtractionProfile:
     extract_code: Callable[[str], str | None]
     extract_submission: Callable[[ExecResult], Any]
     description: str
+    # (package, the opteval extra that installs it) the profile cannot work without: without
+    # them every completion would score 0 with exit 0, so the jobs refuse to start instead
+    needs: tuple[tuple[str, str], ...] = ()
 
 
 # -- code --------------------------------------------------------------------------------
@@ -281,12 +284,26 @@ PROFILES: dict[str, ExtractionProfile] = {
     "submit": ExtractionProfile("submit", _last_block, _submit_submission,
                                 "last fenced python block; the value passed to submit()"),
     "orlm": ExtractionProfile("orlm", _orlm_code, _orlm_submission,
-                              "ORLM eval: first ```python block + coptpy footer; the printed best solution"),
+                              "ORLM eval: first ```python block + coptpy footer; the printed best solution",
+                              needs=(("coptpy", "solvers"),)),
     "sirl": ExtractionProfile("sirl", _sirl_code, _sirl_submission,
                               "SIRL eval: <python> tag or first ```python block + status print; the printed best solution"),
     "stdout": ExtractionProfile("stdout", _last_block, _stdout_submission,
                                 "last fenced python block; the last objective value printed"),
 }
+
+
+def missing_packages(profile: str) -> str | None:
+    """Why ``profile`` cannot work in this environment (a package it needs is not importable,
+    named with the extra that installs it), else None."""
+    import importlib.util
+
+    entry = PROFILES.get(profile)
+    for package, extra in (entry.needs if entry else ()):
+        if importlib.util.find_spec(package) is None:
+            return (f"--extraction {profile} needs the {package} package, which is not installed: "
+                    f"pip install 'opteval[{extra}]' (or pip install {package})")
+    return None
 
 
 def register_profile(profile: ExtractionProfile) -> ExtractionProfile:

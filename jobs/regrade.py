@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from evalcore.extraction import PROFILES as EXTRACTION_PROFILES
-from evalcore.extraction import extract_code, extract_submission
+from evalcore.extraction import extract_code, extract_submission, missing_packages
 from evalcore.grading import PROFILES as GRADING_PROFILES
 from evalcore.grading import grade, parse_submission
 from evalcore.models.replay import ReplayFileError, ReplayRecord, jsonl_rows, load_records
@@ -179,6 +179,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         check_input(args.completions)
         check_input(args.answers, jsonl_only=True)
+        check_writable(args.details, "--details")
+        missing = missing_packages(args.extraction)
+        if missing:
+            raise RegradeInputError(missing)
         records = load_records(args.completions)
         answers = load_answers(args.answers)
         if not records:
@@ -258,6 +262,17 @@ def check_input(path: Path, jsonl_only: bool = False) -> None:
             except ValueError as exc:  # e.g. an integer over the 4300-digit conversion limit
                 raise RegradeInputError(f"{path}:{lineno}: bad JSON value ({' '.join(str(exc).split())[:160]})") \
                     from None
+
+
+def check_writable(path: Path | None, flag: str) -> None:
+    """An output file must be creatable before the work starts (not a traceback at the end)."""
+    if path is None:
+        return
+    try:
+        with path.open("a", encoding="utf-8"):
+            pass
+    except OSError as exc:
+        raise RegradeInputError(f"{flag} {path}: cannot be written ({exc.strerror or exc})") from None
 
 
 def _jsonable(value: Any) -> Any:

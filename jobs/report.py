@@ -19,6 +19,7 @@ No Ray import.
 """
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -90,7 +91,7 @@ def full_report(cfg: SweepConfig, ledger: Ledger, opts: dict[str, Any], tracker:
 
     plan = ledger.read_plan()
     if plan is None:
-        raise UsageError(f"{ledger.uri} has no plan.parquet (the sweep never started)")
+        raise UsageError(no_plan_message(ledger))
     plan_df = plan.to_pandas()
     table = ledger.read_table().to_pandas()
     profile = opts["--profile"] or cfg.grading.profile
@@ -106,6 +107,7 @@ def full_report(cfg: SweepConfig, ledger: Ledger, opts: dict[str, Any], tracker:
             raise UsageError(f"--compare: method(s) {', '.join(map(repr, unknown))} not in sweep "
                              f"{cfg.sweep.name} (its methods: {', '.join(known)})")
     out = Path(opts["--out"]) if opts["--out"] else default_out(ledger)
+    check_out_dir(out)
     report = build_report(table, answer_keys(cfg, sorted(plan_df["benchmark"].unique())), plan_df,
                           model_meta=model_meta(sorted(plan_df["model"].unique())), profile=profile,
                           compare=compare, n_resamples=n_resamples, seed=seed)
@@ -135,6 +137,30 @@ def _int_opt(opts: dict[str, Any], name: str, default: int, minimum: int) -> int
     if value < minimum:
         raise UsageError(f"{name} must be at least {minimum}, got {value}")
     return value
+
+
+def no_plan_message(ledger: Ledger) -> str:
+    """No plan.parquet: a sweep that never started, or one whose plan file was lost (it has a
+    manifest or committed rows); the second is named as such, with the way to rewrite it."""
+    try:
+        committed = ledger.read_table().num_rows
+    except Exception:  # a damaged part is reported by the reads that need it
+        committed = 0
+    if committed or ledger.manifest() is not None:
+        return (f"{ledger.uri}/plan.parquet is missing (the sweep has a manifest and {committed} committed "
+                "trajectories); re-run the same sweep command (same sweep.name) to write the plan again")
+    return f"{ledger.uri} has no plan.parquet (the sweep never started)"
+
+
+def check_out_dir(out: Path) -> None:
+    """``--out`` must be a directory we can create and write, before the report is built."""
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        probe = out / f".opteval-write-test-{os.getpid()}"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        raise UsageError(f"--out {out}: cannot write the report there ({exc.strerror or exc})") from None
 
 
 def default_out(ledger: Ledger) -> Path:
@@ -175,7 +201,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     plan = ledger.read_plan()
     if plan is None:
-        print(f"error: {ledger.uri} has no plan.parquet (the sweep never started)", file=sys.stderr)
+        print(f"error: {no_plan_message(ledger)}", file=sys.stderr)
         return 2
     table = ledger.read_table()
     tracker = None

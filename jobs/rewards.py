@@ -2,7 +2,7 @@
 
     python jobs/rewards.py score --completions C.jsonl --answers A.jsonl --scheme S \\
         [--extraction E] [--grading G] --out R.jsonl [--executors N] [--wall-s S]
-    python jobs/rewards.py serve [--port P] [--host H] [--min-executors N] [--max-executors M]
+    python jobs/rewards.py serve [--port P] [--host H [--token-env NAME]] [--min-executors N] [--max-executors M]
 
 Both use ``evalcore.rewards`` (schemes ``correct``, ``sirl``, ``sirl-stage1``, ``orr1``) and
 run the programs in the sandbox on Ray (a local Ray started here unless ``RAY_ADDRESS``
@@ -16,9 +16,13 @@ completion, in input order: ``{"id", "sample", "reward", "correct", "parts"}``; 
 gets ``scored <n> completions: mean reward <r>, correct <c>/<n>``.
 
 ``serve``: the app of ``cluster.rewards_app`` on ``http://<host>:<port>/rewards``
-(loopback by default), until SIGINT/SIGTERM.
+(loopback by default), until SIGINT/SIGTERM. A ``--host`` other than loopback needs
+``--token-env NAME``: the environment variable ``NAME`` holds a token every request must send
+as ``Authorization: Bearer <token>`` (it refuses to start without one).
 
-Exit codes: 0 done, 2 bad input (one line naming the file and line, the ids, or the flag).
+Exit codes: 0 done, 2 bad input (one line naming the file and line, the ids, or the flag),
+5 Ray or Serve did not start (start-up timed out on every attempt; one line naming the cause),
+130 interrupted.
 """
 from __future__ import annotations
 
@@ -34,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from evalcore.extraction import PROFILES as EXTRACTION_PROFILES
-from evalcore.extraction import extract_code
+from evalcore.extraction import extract_code, missing_packages
 from evalcore.grading import PROFILES as GRADING_PROFILES
 from evalcore.models.replay import ReplayFileError, ReplayRecord, load_records
 from evalcore.rewards import SCHEMES, Reward, RewardItem, get_scheme, score
@@ -42,6 +46,9 @@ from evalcore.sandbox.types import ExecResult, Limits
 from jobs.regrade import RegradeInputError, load_answers
 
 EXIT_INPUT = 2
+EXIT_STARTUP = 5  # Ray or Serve did not start (jobs/sweep.py uses the same code)
+EXIT_INTERRUPTED = 130
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 DEFAULT_PORT = 8790
 ORLM_OUTPUTS_ENV = "OPTEVAL_ORLM_OUTPUTS"
 ORLM_OUTPUTS_HOWTO = (
@@ -123,6 +130,9 @@ def cmd_score(args: argparse.Namespace) -> int:
         items = items_for(records, answers, args.scheme)
         if args.out.parent and not args.out.parent.is_dir():
             raise RewardsInputError(f"--out {args.out}: directory {args.out.parent} does not exist")
+        missing = missing_packages(args.extraction)
+        if missing:
+            raise RewardsInputError(missing)
     except (RewardsInputError, RegradeInputError, ReplayFileError) as exc:
         print(f"rewards: error: {exc}", file=sys.stderr)
         return EXIT_INPUT
@@ -150,12 +160,26 @@ def _port_free(host: str, port: int) -> bool:
     return True
 
 
+def service_token(host: str, token_env: str | None) -> str | None:
+    """The bearer token the service checks: required off loopback, read from ``$token_env``."""
+    if token_env is None:
+        if host not in LOOPBACK_HOSTS:
+            raise RewardsInputError(f"--host {host} exposes the service beyond this machine: give --token-env NAME "
+                                    "(an environment variable holding the bearer token clients must send)")
+        return None
+    token = os.environ.get(token_env, "").strip()
+    if not token:
+        raise RewardsInputError(f"--token-env {token_env}: the environment variable {token_env} is unset or empty")
+    return token
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     from cluster.rewards_app import ServiceConfig
 
     try:
         cfg = ServiceConfig(min_executors=args.min_executors, max_executors=args.max_executors,
                             initial_executors=args.initial_executors, slots=args.slots, wall_s=args.wall_s)
+        token = service_token(args.host, args.token_env)
     except ValueError as exc:
         print(f"rewards: error: {exc}", file=sys.stderr)
         return EXIT_INPUT
@@ -170,9 +194,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM):  # after ray.init, which installs its own
         signal.signal(sig, lambda *_: stop.set())
     try:
-        url = rewards_app.deploy(cfg, args.port, args.host)
+        url = rewards_app.deploy(cfg, args.port, args.host, token)
         print(f"rewards: serving POST {url} (executors {cfg.min_executors}..{cfg.max_executors}, "
-              f"{cfg.slots} slots each); Ctrl-C stops", flush=True)
+              f"{cfg.slots} slots each{'; bearer token from $' + args.token_env if token else ''}); Ctrl-C stops",
+              flush=True)
         while not stop.wait(1.0):
             pass
     finally:
@@ -206,7 +231,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
     sv = sub.add_parser("serve", help="serve POST /rewards on Ray Serve")
     sv.add_argument("--port", type=int, default=DEFAULT_PORT)
-    sv.add_argument("--host", default="127.0.0.1", help="bind address (default loopback only)")
+    sv.add_argument("--host", default="127.0.0.1", help="bind address (default loopback only; any other needs --token-env)")
+    sv.add_argument("--token-env", default=None, metavar="NAME",
+                    help="environment variable holding the bearer token every request must send")
     sv.add_argument("--min-executors", type=_positive_int, default=1)
     sv.add_argument("--max-executors", type=_positive_int, default=max(1, os.cpu_count() or 1))
     sv.add_argument("--initial-executors", type=_positive_int, default=None)
@@ -217,8 +244,22 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from cluster.runtime import RayStartupError
+
     args = parse_args(argv)
-    return cmd_score(args) if args.command == "score" else cmd_serve(args)
+    try:
+        return cmd_score(args) if args.command == "score" else cmd_serve(args)
+    except RayStartupError as exc:
+        print(f"rewards: startup error: {' '.join(str(exc).split())}", file=sys.stderr, flush=True)
+        return EXIT_STARTUP
+    except KeyboardInterrupt:
+        print("rewards: interrupted", file=sys.stderr, flush=True)
+        return EXIT_INTERRUPTED
+    except SystemExit as exc:  # Ray's own SIGTERM handler (sys.exit(15)), e.g. inside ray.init
+        if exc.code != signal.SIGTERM:
+            raise
+        print("rewards: interrupted (signal 15)", file=sys.stderr, flush=True)
+        return EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ command deployed). Backends: ``vllm`` models go into one ``ray.serve.llm`` appli
 servers (vLLM or SGLang run elsewhere): nothing is deployed, their URL and key variable are
 printed. Each printed line works with any OpenAI client:
 ``OpenAI(base_url=<url>, api_key=...).chat.completions.create(model=<model_id>, ...)``.
+Exit 5 (one line) when Ray's start-up timed out on every attempt (docs/errors.md).
 """
 from __future__ import annotations
 
@@ -114,7 +115,11 @@ def main(argv: list[str] | None = None) -> int:
     if needs_ray:
         from cluster import runtime
 
-        rt = runtime.connect(cfg.cluster.address)
+        try:
+            rt = runtime.connect(cfg.cluster.address)
+        except runtime.RayStartupError as exc:
+            print(f"startup error: {' '.join(str(exc).split())}", file=sys.stderr)
+            return 5
         if not hold and rt.started_local:
             print("note: hold=false on a Ray cluster this command started: the endpoints stop when it "
                   "exits; start one first (ray start --head) and pass cluster.address=auto", file=sys.stderr)

@@ -17,8 +17,10 @@ was committed before stays valid and the same command resumes once it is fixed);
 4 the sweep finished with ``status=error`` rows (how many and the top reasons are printed;
 ``sweep.retry_errors=true`` reruns them, ``sweep.allow_errors=true`` exits 0); a served model whose
 server refuses the sweep's request shape (preflight) or answers every call with the same HTTP 400
-(``sweep.reject_streak``) exits 2 naming the model and the server's text; 130 interrupted
-(SIGINT/SIGTERM, honoured from the first second; what finished is committed and the same command
+(``sweep.reject_streak``) exits 2 naming the model and the server's text;
+5 Ray did not start (its start-up timed out on every attempt, e.g. a heavily loaded machine:
+one line naming the cause; nothing was dispatched, the same command starts it later);
+130 interrupted (SIGINT/SIGTERM, honoured from the first second; what finished is committed and the same command
 resumes). Every code and its line: docs/errors.md.
 """
 from __future__ import annotations
@@ -34,6 +36,7 @@ if TYPE_CHECKING:
 EXIT_CONFIG = 2
 EXIT_INTERRUPTED = 130
 EXIT_COMMIT = 3
+EXIT_STARTUP = 5  # Ray did not start (its start-up timed out on every attempt): retry later
 
 FORMS = """\
 usage: python jobs/sweep.py [CONFIG.yaml] [key=value ...]     (the same: opteval sweep ...)
@@ -109,6 +112,7 @@ def _main(argv: list[str] | None) -> int:
     from cluster.config import ConfigError, load_config, overridden
     from cluster.driver import signals
     from cluster.ledger import CommitError, ConfigChangedError, LedgerError
+    from cluster.runtime import RayStartupError
     from evalcore.problems import BenchmarkLoadError
 
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -146,6 +150,9 @@ def _main(argv: list[str] | None) -> int:
     except LedgerError as exc:
         print(f"ledger error: {exc}", file=sys.stderr, flush=True)
         return EXIT_CONFIG
+    except RayStartupError as exc:
+        print(f"startup error: {_one_line(exc)}", file=sys.stderr, flush=True)
+        return EXIT_STARTUP
 
 
 def _one_line(exc: BaseException) -> str:

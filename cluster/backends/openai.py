@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlparse
 
 from cluster.backends.base import Backend, Where
 
@@ -19,6 +20,10 @@ class OpenAIBackend(Backend):
         for key in ("base_url", "model_id"):
             if not oc.get(key):
                 raise where.error(f"openai.{key}", "the openai backend needs openai.base_url and openai.model_id")
+        url = urlparse(str(oc["base_url"]))
+        if url.scheme not in ("http", "https") or not url.netloc:
+            raise where.error("openai.base_url", f"must be an http(s) URL such as http://host:8000/v1, "
+                                                 f"got {oc['base_url']!r}")
         for key in ("timeout_s",):
             if not float(oc[key]) > 0:
                 raise where.error(f"openai.{key}", f"must be > 0, got {oc[key]!r}")

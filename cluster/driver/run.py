@@ -28,13 +28,14 @@ from cluster.plan import PlanItem, plan_counts
 from cluster.runtime import (
     EXECUTOR_RESOURCE,
     PlacementError,
+    RayStartupError,
     connect,
     describe_nodes,
     disconnect,
     executor_slots,
     node_resources,
 )
-from cluster.tracking import OffLoop, Tracker, results_markdown, ui_command
+from cluster.tracking import BackgroundStart, OffLoop, Tracker, end_line, results_markdown, ui_command
 
 
 def stages_for(prep: Prepared) -> list[list[str]]:
@@ -221,6 +222,11 @@ def finalize(prep: Prepared, tracker: Tracker | None = None, interrupted: bool =
     table, plan = prep.ledger.read_table(), prep.ledger.read_plan()
     summary = None
     if tracker is not None:
+        background = getattr(tracker, "background", None)
+        if background is not None:
+            if not tracker.active:  # one more chance for a slow start before the results
+                background.wait(prep.cfg.tracking.timeout_s)
+            background.stop()
         recorded = ((prep.ledger.manifest() or {}).get("plan") or {}).get("recorded_at")
         summary = _tracked(tracker, "log results", tracker.log_results, table, plan, recorded)
         offloop = getattr(tracker, "offloop", None)
@@ -239,6 +245,9 @@ def finalize(prep: Prepared, tracker: Tracker | None = None, interrupted: bool =
     print(f"[sweep] trajectories (Parquet): {prep.ledger.trajectories_uri}", flush=True)
     if tracker is not None and tracker.active:
         print(f"[sweep] MLflow runs: {ui_command(tracker.uri, tracker.experiment_id)}", flush=True)
+    line = end_line(tracker)
+    if line:
+        print(line, flush=True)
     print(f"[sweep] full report (statistics, plots, missing scores): opteval report "
           f"sweep.name={prep.cfg.sweep.name} sweep.output_dir={prep.cfg.sweep.output_dir}", flush=True)
     return summary
@@ -248,14 +257,17 @@ def finalize(prep: Prepared, tracker: Tracker | None = None, interrupted: bool =
 
 
 def start_tracker(prep: Prepared) -> Tracker | None:
-    """MLflow parent/child runs via cluster.tracking (guarded there); None when disabled."""
+    """MLflow parent/child runs via cluster.tracking (guarded there); None when disabled.
+
+    Started in the background (:class:`BackgroundStart`): a slow or absent tracking server
+    delays nothing, and is retried while the sweep runs instead of turning tracking off."""
     if not prep.cfg.tracking.enabled:
         return None
     tracker = Tracker.from_config(prep.cfg)
     _bound_tracker(tracker, prep.cfg)
     resolved = cconf.resolved(prep.cfg)
-    _tracked(tracker, "start runs", tracker.start, resolved, cconf.sweep_fingerprint(resolved),
-             list(plan_counts(prep.plan)))
+    tracker.background = BackgroundStart(  # type: ignore[attr-defined]  # an attribute the driver adds
+        tracker, resolved, cconf.sweep_fingerprint(resolved), list(plan_counts(prep.plan))).begin()
     return tracker
 
 
@@ -282,7 +294,7 @@ def _connect_recording_sigterm(address: str | None) -> Any:
     import ray
 
     try:
-        return connect(address)
+        return connect(address, between=signals.checkpoint)  # a signal between attempts: exit 130
     except SystemExit as exc:
         if exc.code != signal.SIGTERM:
             raise
@@ -309,7 +321,12 @@ def run_sweep(cfg: SweepConfig) -> int:
         stop = None
         if prep.pending:
             signals.step("starting Ray")
-            rt = _connect_recording_sigterm(cfg.cluster.address)
+            try:
+                rt = _connect_recording_sigterm(cfg.cluster.address)
+            except RayStartupError:
+                if tracker is not None:
+                    _tracked(tracker, "end runs", tracker.finish, "FAILED")
+                raise
             signals.install()  # ray.init replaces the SIGTERM handler (sys.exit) with its own
             signals.checkpoint()
             try:
@@ -331,6 +348,8 @@ def run_sweep(cfg: SweepConfig) -> int:
               f"rerun the same command to start (sweep.name={cfg.sweep.name})", flush=True)
         return EXIT_INTERRUPTED
     finally:
+        if tracker is not None and getattr(tracker, "background", None) is not None:
+            tracker.background.stop()  # type: ignore[attr-defined]
         if rt is not None:
             disconnect(rt)
         if prep is not None:

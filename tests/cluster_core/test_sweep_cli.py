@@ -97,7 +97,7 @@ def test_a_sigterm_inside_ray_init_is_an_interrupted_startup(tmp_path, monkeypat
     import cluster.driver.run as run
     from cluster.config import load_config
 
-    def sigterm_in_ray_init(address):
+    def sigterm_in_ray_init(address, **_):
         raise SystemExit(signal.SIGTERM)  # what Ray's handler does
 
     monkeypatch.setattr(run, "connect", sigterm_in_ray_init)

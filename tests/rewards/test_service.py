@@ -8,16 +8,13 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import socket
-import subprocess
-import sys
-import time
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+
+from tests.rewards.serve_proc import rewards_service
 
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.ray
@@ -76,45 +73,12 @@ submit(secret if secret is not None else 0)
 ```'''
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def service(tmp_path_factory):
     """URL of a running ``jobs/rewards.py serve`` (its own local Ray, stopped at the end)."""
-    port = free_port()
     log = tmp_path_factory.mktemp("rewards") / "serve.log"
-    env = dict(os.environ, PYTHONPATH=str(REPO), RAY_AUTH_MODE="disabled")
-    env.pop("RAY_ADDRESS", None)  # always a local Ray of its own
-    proc = subprocess.Popen(
-        [sys.executable, str(REPO / "jobs" / "rewards.py"), "serve", "--port", str(port),
-         "--min-executors", "1", "--max-executors", "2", "--num-cpus", "2"],
-        cwd=REPO, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT, start_new_session=True)
-    url = f"http://127.0.0.1:{port}/rewards"
-    deadline = time.monotonic() + 300
-    try:
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"serve exited {proc.returncode}:\n{log.read_text()[-3000:]}")
-            try:
-                if httpx.get(url, timeout=5).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail(f"service not ready after 300 s:\n{log.read_text()[-3000:]}")
-            time.sleep(1)
+    with rewards_service(log, "--min-executors", "1", "--max-executors", "2", "--num-cpus", "2") as (url, _):
         yield url
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=90)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)  # our own session only
-            proc.wait(timeout=30)
 
 
 def post(url: str, body: dict) -> httpx.Response:
@@ -174,6 +138,20 @@ def test_bad_requests_name_the_key(service):
     assert "optagentbench" in r.json()["error"]["message"]
     r = post(service, {"scheme": "correct", "items": [], "extra": 1})
     assert r.status_code == 400 and r.json()["error"]["param"] == "extra"
+    r = post(service, {"scheme": "correct", "items": [{"id": [1], "completion": "x", "answer": 1}]})
+    assert r.status_code == 400 and r.json()["error"]["param"] == "items[0].id"  # not the string "[1]"
+    assert "string or a number" in r.json()["error"]["message"]
+
+
+def test_hostile_bodies_are_400_with_their_cause(service):
+    deep = httpx.post(service, content=b"[" * 100_000 + b"]" * 100_000, timeout=120)
+    assert deep.status_code == 400 and "nested too deeply" in deep.json()["error"]["message"], deep.text
+    digits = b'{"items": [{"id": "a", "completion": "x", "answer": ' + b"7" * 5000 + b"}]}"
+    big = httpx.post(service, content=digits, timeout=120)
+    assert big.status_code == 400, big.text
+    assert "too many digits" in big.json()["error"]["message"] and "not JSON" not in big.json()["error"]["message"]
+    junk = httpx.post(service, content=b"{not json", timeout=120)
+    assert junk.status_code == 400 and "not JSON" in junk.json()["error"]["message"]
 
 
 def test_trl_and_verl_adapters_talk_to_the_service(service):

@@ -39,6 +39,8 @@ def test_an_inline_model_is_named_validated_and_recorded():
      r"^models\[0\]\.openai: set, but backend is 'simulated'"),
     ("models=[{name: 'bad name'}]", r"^models\[0\]\.name: 'bad name' is not a valid model name"),
     ("models=[nowhere/mine.yaml]", r"^models\[0\]: no such model file 'nowhere/mine.yaml'"),
+    ('models=[{name: mine, backend: openai, openai: {base_url: "not a url", model_id: m}}]',
+     r"^models\[0\]\.openai\.base_url: must be an http\(s\) URL .*'not a url'"),
 ])
 def test_a_bad_inline_model_names_its_key(arg, message):
     with pytest.raises(ConfigError, match=message):

@@ -108,3 +108,24 @@ def test_ingress_gets_its_cpus_and_a_timeout_above_the_per_call_one():
     from ray.serve.schema import RayActorOptionsSchema
 
     RayActorOptionsSchema(**rao)  # Serve's own schema accepts the ingress options
+
+
+def test_a_replica_is_refused_only_when_no_node_or_node_type_could_hold_it():
+    from cluster.capacity import can_ever_place, describe_need, elapsed, replica_request
+
+    cpu_head = {"CPU": 2.0, EXECUTOR_RESOURCE: 2.0}
+    gpu_group = {"CPU": 8.0, "GPU": 4.0, "accelerator_type:H200": 1.0}  # an autoscaler node type, 0 nodes now
+    bundles, strategy = replica_request({"ray_actor_options": {"num_cpus": 1, "num_gpus": 1}})
+    assert not can_ever_place(bundles, strategy, [cpu_head])
+    assert can_ever_place(bundles, strategy, [cpu_head, gpu_group])  # waits for the scale-up instead
+    assert can_ever_place(*replica_request({"ray_actor_options": {"num_cpus": 0}}), [cpu_head])  # needs nothing
+    tp2 = [{"GPU": 1.0, "CPU": 1.0}] * 2
+    assert not can_ever_place(tp2, "STRICT_PACK", [{"CPU": 4, "GPU": 1}] * 2)  # never split across nodes
+    assert can_ever_place(tp2, "PACK", [{"CPU": 4, "GPU": 1}] * 2)
+    assert describe_need(bundles) == "1 GPU + 1 CPU" and describe_need(tp2) == "2 GPUs + 2 CPUs"
+    assert elapsed(130) == "2 m 10 s" and elapsed(9) == "9 s"
+
+
+def test_a_stage_that_fits_an_autoscaler_node_type_is_not_refused():
+    gpu_type = {"CPU": 4, "GPU": 4, "accelerator_type:H200": 4}
+    ls.check_placement([_m("Qwen3-4B")], _cfg(accelerator_type="H200"), nodes=[{"CPU": 2}, gpu_type])
