@@ -209,3 +209,24 @@ def test_orr1_released_through_opteval_rewards_score(tmp_path, monkeypatch, loca
     assert [g["parts"]["voting"] for g in got] == [0.0] * 8 + [1.0] * 8
     assert [g["parts"]["code"] for g in got] == [1.0] * 16
     assert [g["reward"] for g in got] == [2.0] * 8 + [3.0] * 8
+
+
+def test_another_extraction_for_a_released_scheme_exits_2(tmp_path, capsys):
+    c = tmp_path / "C.jsonl"
+    c.write_text(json.dumps({"id": "a", "completion": GOOD}) + "\n", encoding="utf-8")
+    a = tmp_path / "A.jsonl"
+    a.write_text(json.dumps({"id": "a", "answer": 1}) + "\n", encoding="utf-8")
+    rc = opteval(["rewards", "score", "--completions", str(c), "--answers", str(a), "--scheme", "sirl-released",
+                  "--extraction", "submit", "--out", str(tmp_path / "R.jsonl")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1 and "--extraction submit: scheme 'sirl-released'" in err[0]
+    assert not (tmp_path / "R.jsonl").exists()
+
+
+def test_the_service_request_takes_the_released_schemes_own_extraction():
+    from cluster.rewards_app import RequestError, parse_request
+
+    scheme, extraction, _, _ = parse_request({"scheme": "orr1-released", "items": [{"id": "a", "completion": "x"}]})
+    assert (scheme, extraction) == ("orr1-released", "orr1-train")
+    with pytest.raises(RequestError, match="extraction 'orr1-train'"):
+        parse_request({"scheme": "orr1-released", "extraction": "orlm", "items": [{"id": "a", "completion": "x"}]})
