@@ -48,6 +48,7 @@ from evalcore.grading import PROFILES as GRADINGS
 from evalcore.grading import UnknownProfileError as UnknownGrading
 from evalcore.grading import parse_submission
 from evalcore.rewards import SCHEMES, RewardItem, UnknownSchemeError, check_names, score
+from evalcore.rewards_released import extraction_for
 from evalcore.sandbox.types import KILLED, ExecResult, Limits
 
 APP_NAME = "opteval-rewards"
@@ -132,8 +133,11 @@ def parse_request(body: Any) -> tuple[str, str, str, list[RewardItem]]:
     if unknown:
         raise RequestError(f"unknown key(s) {unknown}; expected scheme, extraction, grading, items", unknown[0])
     scheme = body.get("scheme", "correct")
-    extraction = body.get("extraction", "submit")
     grading = body.get("grading", "optagentbench")
+    try:
+        extraction = extraction_for(str(scheme), body.get("extraction"))
+    except ValueError as exc:
+        raise RequestError(str(exc), "extraction") from None
     try:
         needs_answer = check_names(scheme, extraction, grading).needs_answer
     except UnknownSchemeError as exc:

@@ -285,3 +285,6 @@ def score(scheme: str, items: Sequence[RewardItem], results: Sequence[ExecResult
         if missing:
             raise ValueError(f"scheme {scheme!r} needs an answer for every item; none for id(s) {missing[:10]}")
     return s.score(_runs(items, results, extraction, grading), grading)
+
+
+from evalcore import rewards_released as _released  # noqa: E402,F401  (registers sirl-released, orr1-released)

@@ -4,7 +4,8 @@
         [--extraction E] [--grading G] --out R.jsonl [--executors N] [--wall-s S]
     python jobs/rewards.py serve [--port P] [--host H [--token-env NAME]] [--min-executors N] [--max-executors M]
 
-Both use ``evalcore.rewards`` (schemes ``correct``, ``sirl``, ``sirl-stage1``, ``orr1``) and
+Both use ``evalcore.rewards`` (schemes ``correct``, ``sirl``, ``sirl-stage1``, ``orr1``, and the
+released-code ``sirl-released``/``orr1-released`` of ``evalcore.rewards_released``) and
 run the programs in the sandbox on Ray (a local Ray started here unless ``RAY_ADDRESS``
 names a cluster). Only the extracted code reaches a sandbox; answers stay in this process
 (``score``) or in the service's ingress (``serve``).
@@ -42,6 +43,7 @@ from evalcore.extraction import extract_code, missing_packages
 from evalcore.grading import PROFILES as GRADING_PROFILES
 from evalcore.models.replay import ReplayFileError, ReplayRecord, load_records
 from evalcore.rewards import SCHEMES, Reward, RewardItem, get_scheme, score
+from evalcore.rewards_released import extraction_for
 from evalcore.sandbox.types import ExecResult, Limits
 from jobs.regrade import RegradeInputError, load_answers
 
@@ -128,6 +130,10 @@ def cmd_score(args: argparse.Namespace) -> int:
             raise RewardsInputError(f"{args.completions}: no completions")
         answers = load_answers(args.answers)
         items = items_for(records, answers, args.scheme)
+        try:
+            args.extraction = extraction_for(args.scheme, args.extraction)
+        except ValueError as exc:
+            raise RewardsInputError(str(exc)) from None
         if args.out.parent and not args.out.parent.is_dir():
             raise RewardsInputError(f"--out {args.out}: directory {args.out.parent} does not exist")
         missing = missing_packages(args.extraction)
@@ -223,7 +229,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     sc.add_argument("--completions", required=True, type=Path)
     sc.add_argument("--answers", required=True, type=Path)
     sc.add_argument("--scheme", required=True, choices=sorted(SCHEMES))
-    sc.add_argument("--extraction", default="submit", choices=sorted(EXTRACTION_PROFILES))
+    sc.add_argument("--extraction", default=None, choices=sorted(EXTRACTION_PROFILES),
+                    help="default: submit, or a released scheme's own profile (sirl-train, orr1-train)")
     sc.add_argument("--grading", default="optagentbench", choices=sorted(GRADING_PROFILES))
     sc.add_argument("--out", required=True, type=Path)
     sc.add_argument("--executors", type=_positive_int, default=None, help="executor actors (default: Ray's CPUs)")

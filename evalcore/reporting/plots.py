@@ -117,3 +117,29 @@ def benchmark_bars(main: pd.DataFrame, out_dir: Path) -> list[Path]:
         ax.legend(fontsize=8)
         paths.append(_save(fig, out_dir / f"benchmarks_{safe_name(model)}.png"))
     return paths
+
+
+def fig2_left(paired: pd.DataFrame, out_dir: Path, confidence: float = 0.95) -> list[Path]:
+    """The paper's Figure 2 (left), one PNG per backbone: OptiState - OptiCycle accuracy
+    (points) per benchmark and Macro, paired by problem (``difficulty.paired_table``), with
+    the paired interval as error bars. The pooled ``all`` row is left out (not in the figure)."""
+    paths: list[Path] = []
+    if not len(paired):
+        return paths
+    for model, g in paired[paired["benchmark"] != "all"].groupby("model", sort=True):
+        rows = g.to_dict("records")
+        vals = [_pct(r["net_gain"]) for r in rows]
+        lows = [max(0.0, v - _pct(r["low"])) for v, r in zip(vals, rows)]
+        highs = [max(0.0, _pct(r["high"]) - v) for v, r in zip(vals, rows)]
+        fig = Figure(figsize=(max(5, 0.7 * len(rows)), 4))
+        ax = fig.add_subplot(1, 1, 1)
+        ax.bar(range(len(rows)), vals, yerr=[lows, highs], capsize=3,
+               color=["tab:green" if v >= 0 else "tab:red" for v in vals])
+        ax.axhline(0, color="black", linewidth=0.8)
+        ax.set_xticks(range(len(rows)))
+        ax.set_xticklabels([str(r["benchmark"]) for r in rows], rotation=30, ha="right", fontsize=8)
+        ax.set_ylabel(f"OptiState - OptiCycle (points), {round(100 * confidence)}% paired CI")
+        ax.set_title(f"{model}: OptiState vs OptiCycle, paired by problem")
+        ax.grid(axis="y", alpha=0.3)
+        paths.append(_save(fig, out_dir / f"fig2_left_{safe_name(model)}.png"))
+    return paths

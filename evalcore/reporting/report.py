@@ -3,7 +3,8 @@
 The report is pure data (DataFrames) until :meth:`Report.write` renders it to
 ``report.md`` (every section), ``summary.json`` (one record per model x method x
 benchmark and per Macro, for programs), ``main_table.csv``, ``main_table.tex``, one CSV per
-other table under ``tables/`` and PNG plots under ``plots/``.
+other table under ``tables/``, the paper's Table 1 as ``tables/table1.md`` and PNG plots under
+``plots/`` (Figure 2-left, ``fig2_left_<model>.png``, when OptiState and OptiCycle both ran).
 """
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ import pandas as pd
 from evalcore.finish_reasons import COLUMNS as FINISH_COLUMNS
 from evalcore.grading import DEFAULT_PROFILE, get_profile
 from evalcore.problems import AnswerKey
-from evalcore.reporting import analysis, difficulty, plots, sampling
+from evalcore.reporting import analysis, difficulty, plots, sampling, table1
 from evalcore.reporting.frame import PROFILE_NAMES, _loads, prepare
 from evalcore.reporting.intervals import BootstrapSpec, cell_intervals, with_intervals
 from evalcore.reporting.tables import (
@@ -37,6 +38,7 @@ SIM_BANNER = ("**SIMULATED**: rows marked (simulated) come from the simulated po
               "and token counts are not a model's.")
 
 
+FIG2_A, FIG2_B = "optistate", "opticycle"  # Figure 2-left: A - B
 MISSING_SHOWN = 20  # rows of the missing-scores list in report.md / stdout; tables/missing.csv has all
 
 
@@ -63,6 +65,8 @@ class Report:
     interval: BootstrapSpec = field(default_factory=BootstrapSpec)
     macro_ci: Mapping[tuple[str, str], tuple[float, float]] = field(default_factory=dict)
     paired_confidence: float = 0.90
+    # Figure 2-left: OptiState vs OptiCycle paired per benchmark (empty: not both in the sweep)
+    fig2: pd.DataFrame = field(default_factory=pd.DataFrame)
     written: list[Path] = field(default_factory=list)
 
     @property
@@ -138,6 +142,16 @@ class Report:
                     f"({self.interval.caption().split(' (')[1].rstrip(')')}) and a sign-flip permutation p-value.", "",
                     frame_markdown(self.paired.drop(columns=["method_a", "method_b"]),
                                    pct_cols=("acc_a", "acc_b", "net_gain", "low", "high"), floatfmt="{:.4g}"), ""]
+        out += ["## Paper tables and figures", "",
+                "Table 1 in the paper's layout (methods in the paper's order as rows, the nine benchmarks "
+                "as columns, Macro, tokens per trajectory in thousands): `tables/table1.md`.", ""]
+        if len(self.fig2):
+            out += [f"Figure 2 (left): {FIG2_A} - {FIG2_B} accuracy per benchmark, paired by problem, with "
+                    f"{round(100 * self.interval.confidence)}% paired intervals: `plots/fig2_left_<model>.png`, "
+                    "numbers in `tables/fig2_left.csv`.", ""]
+        else:
+            out += [f"Figure 2 (left) not drawn: it needs both {FIG2_A} and {FIG2_B} in the sweep "
+                    f"(present: {', '.join(self.methods_present) or 'none'}).", ""]
         out += ["## Grading sensitivity (%)", "",
                 "Accuracy under every grading profile side by side: " + "; ".join(
                     f"`{p}`: {get_profile(p).description}" for p in self.sensitivity_profiles()) + ".", "",
@@ -151,6 +165,10 @@ class Report:
                 out.append(f"![{p.stem}]({rel.as_posix()})")
             out.append("")
         return "\n".join(out)
+
+    @property
+    def methods_present(self) -> list[str]:
+        return sorted(set(self.summary["method"])) if len(self.summary) else []
 
     def sensitivity_profiles(self) -> list[str]:
         cols = [c for c in self.sensitivity.columns if "[" in str(c)] if len(self.sensitivity) else []
@@ -175,7 +193,8 @@ class Report:
         written: list[Path] = []
         pngs = (plots.acc_vs_tokens(self.main_table, self.tokens, pdir)
                 + plots.acc_vs_size(self.main_table, self.model_meta, pdir)
-                + plots.benchmark_bars(self.main_table, pdir))
+                + plots.benchmark_bars(self.main_table, pdir)
+                + plots.fig2_left(self.fig2, pdir, self.interval.confidence))
         (out / "report.md").write_text(self.markdown(pngs, out), encoding="utf-8")
         written.append(out / "report.md")
         to_csv_frame(self.main_table).to_csv(out / "main_table.csv", index=False)
@@ -188,6 +207,15 @@ class Report:
                    f"problems (B={self.interval.n_resamples}).")
         (out / "main_table.tex").write_text(to_latex(self.main_table, caption=caption), encoding="utf-8")
         written.append(out / "main_table.tex")
+        t1 = table1.table1(self.summary) if len(self.summary) else pd.DataFrame()
+        (out / "tables" / "table1.md").write_text(
+            "# Table 1: avg@k (%) per benchmark, Macro and tokens per trajectory\n\n"
+            "**best** and <u>second best</u> per backbone; † = missing scores counted as failures.\n\n"
+            + (table1.table1_markdown(t1) if len(t1) else "_(no scored cells)_\n"), encoding="utf-8")
+        written.append(out / "tables" / "table1.md")
+        if len(self.fig2):
+            self.fig2.to_csv(out / "tables" / "fig2_left.csv", index=False)
+            written.append(out / "tables" / "fig2_left.csv")
         for name in ("summary", "missing", "tokens", "failures", "repair", "curves", "selection",
                      "difficulty_labels", "difficulty", "paired", "sensitivity", "latency"):
             p = out / "tables" / f"{name}.csv"
@@ -332,8 +360,11 @@ def build_report(df: Any, answer_keys: Mapping[str, AnswerKey], planned: Any, *,
                     if uncontained else ""))
     paired = (difficulty.paired_table(prep, profile, compare[0], compare[1], paired_confidence, spec) if compare
               else pd.DataFrame())
+    present = set(prep.traj["method"]) if len(prep.traj) else set()
+    fig2 = (difficulty.paired_table(prep, profile, FIG2_A, FIG2_B, spec.confidence, spec)
+            if {FIG2_A, FIG2_B} <= present else pd.DataFrame())
     rep = Report(
-        profile=profile, summary=summary, main_table=main, missing=prep.missing, tokens=tokens,
+        fig2=fig2, profile=profile, summary=summary, main_table=main, missing=prep.missing, tokens=tokens,
         failures=analysis.failure_split(prep, profile, summary), repair=analysis.repair_table(prep, profile),
         curves=curves, selection=selection, difficulty_labels=labels,
         difficulty=difficulty.difficulty_table(prep, profile, labels), paired=paired,

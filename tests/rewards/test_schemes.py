@@ -106,7 +106,7 @@ def test_orr1_majority_clusters_under_the_grading_profile_and_ties_go_first():
 
 
 def test_bad_names_and_missing_answers_are_refused():
-    with pytest.raises(UnknownSchemeError, match="known: correct, orr1, sirl, sirl-stage1"):
+    with pytest.raises(UnknownSchemeError, match="known: correct, orr1, orr1-released, sirl, sirl-released, sirl-stage1"):
         score("nope", items(("a", "c", 1)), [None], "submit", "optagentbench")
     with pytest.raises(ValueError, match="needs an answer.*'a'"):
         score("correct", items(("a", "c", None)), [None], "submit", "optagentbench")

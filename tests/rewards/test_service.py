@@ -87,7 +87,7 @@ def post(url: str, body: dict) -> httpx.Response:
 
 def test_get_lists_schemes_and_profiles(service):
     got = httpx.get(service, timeout=30).json()
-    assert got["schemes"] == ["correct", "orr1", "sirl", "sirl-stage1"]
+    assert got["schemes"] == ["correct", "orr1", "orr1-released", "sirl", "sirl-released", "sirl-stage1"]
     assert "orlm" in got["extraction"] and "orlm" in got["grading"]
 
 
