@@ -109,7 +109,8 @@ def test_largest_remaining_work_first():
     q = GpuQueue(works)
     assert q.names() == ["Qwen3-14B", "Qwen3-4B", "Qwen3-0.6B"]  # 140, 120, 60 relative GPU-seconds
     # a model that does not fit now is skipped, not waited for
-    assert q.pop_fitting(lambda m: m.name != "Qwen3-14B").name == "Qwen3-4B"
+    picked = q.pop_fitting(lambda m: m.name != "Qwen3-14B")
+    assert picked is not None and picked.name == "Qwen3-4B"
 
 
 def test_barrier_replays_the_old_stages():
@@ -152,6 +153,6 @@ def test_freed_gpus_grow_the_model_with_most_work_when_none_waits():
 
 
 def test_non_vllm_models_hold_no_gpus():
-    (w,) = model_works({"sim-small": as_plain(model_config("sim-small"))}, {"sim-small": [1]},
-                       {"sim-small": ["direct"]}, None, 64)  # type: ignore[arg-type]
+    (w,) = model_works({"sim-small": as_plain(model_config("sim-small"))}, {"sim-small": [1]},  # type: ignore[list-item]
+                       {"sim-small": ["direct"]}, None, 64)
     assert w.gpus == 0
