@@ -18,6 +18,7 @@ No Ray import: the bench replays it on a virtual clock.
 from __future__ import annotations
 
 import asyncio
+from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
@@ -52,18 +53,29 @@ def check_limits(workers: int, worker_concurrency: int, max_in_flight_per_model:
 
 
 class Pool:
-    """A counting limit that can be resized while held (a model grows a replica, another one
-    leaves): ``acquire`` waits while ``held >= limit``; first come first served."""
+    """A counting limit that can be resized while held (a model grows a replica group, another
+    one leaves): ``acquire`` waits while ``held >= limit``; first come first served. Hand-made
+    rather than ``asyncio.Semaphore`` because a semaphore cannot shrink."""
 
     def __init__(self, limit: int) -> None:
         self.limit = max(1, int(limit))
         self.held = 0
-        self._cond = asyncio.Condition()
+        self._waiters: deque[asyncio.Future[None]] = deque()
 
     async def acquire(self) -> None:
-        async with self._cond:
-            await self._cond.wait_for(lambda: self.held < self.limit)
+        if not self._waiters and self.held < self.limit:
             self.held += 1
+            return
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiters.append(fut)
+        try:
+            await fut
+        except asyncio.CancelledError:
+            if fut.done() and not fut.cancelled():  # granted, then cancelled: give it back
+                self.release()
+            elif fut in self._waiters:
+                self._waiters.remove(fut)
+            raise
 
     def release(self) -> None:
         self.held -= 1
@@ -74,14 +86,11 @@ class Pool:
         self._wake()
 
     def _wake(self) -> None:
-        async def notify() -> None:
-            async with self._cond:
-                self._cond.notify_all()
-
-        try:
-            asyncio.get_running_loop().create_task(notify())
-        except RuntimeError:  # no loop (sizing outside a run): nobody waits
-            pass
+        while self._waiters and self.held < self.limit:
+            fut = self._waiters.popleft()
+            if not fut.done():
+                self.held += 1
+                fut.set_result(None)
 
 
 @dataclass
@@ -142,11 +151,11 @@ class Admission:
             wants[m] = want
         total = sum(wants.values())
         scale = min(1.0, self.global_bound / total) if total else 1.0
-        for m, want in wants.items():
-            limit = max(1, int(want * scale))
-            pool = self.shares[m].pool
-            if scale < 1.0 and limit != pool.limit:
-                self.say(f"[admission] {m}: {limit} in flight (its target {want} scaled to the workers' "
-                         f"{self.global_bound}: cluster.workers x cluster.worker_concurrency, shared by "
-                         f"{len(wants)} deployed model(s))")
-            pool.resize(limit)
+        limits = {m: max(1, int(want * scale)) for m, want in wants.items()}
+        if scale < 1.0 and any(limits[m] != self.shares[m].pool.limit for m in limits):
+            self.say(f"[admission] the {len(wants)} deployed models' targets add up to {total} > the workers' "
+                     f"{self.global_bound} (cluster.workers x cluster.worker_concurrency): each scaled by "
+                     f"{scale:.2f} ({', '.join(f'{m}={n}' for m, n in limits.items())}); raise cluster.workers "
+                     f"to fill every batch")
+        for m, limit in limits.items():
+            self.shares[m].pool.resize(limit)

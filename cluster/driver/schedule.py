@@ -135,7 +135,9 @@ async def run_schedule(models: list[ModelWork], fleet: Fleet, run_model: RunMode
     cancelled and torn down first)."""
     log = ScheduleLog()
     queue = GpuQueue((m for m in models if m.items), largest_first=not barrier)
-    running: dict[asyncio.Task[None], ModelWork] = {}
+    running: dict[asyncio.Future[None], ModelWork] = {}
+    growing: set[asyncio.Future[None]] = set()
+    changed = asyncio.Event()  # a model became ready: growth is worth another look
     free = [fleet.total_gpus]
 
     def event(kind: str, m: ModelWork, detail: str = "") -> None:
@@ -149,6 +151,7 @@ async def run_schedule(models: list[ModelWork], fleet: Fleet, run_model: RunMode
             m.groups = 1
             admission.open(m.name, m.replicas, m.max_ongoing, m.factor)
             event("ready", m, f"{admission.limit(m.name)} in flight")
+            changed.set()
             await run_model(m, ep)
         finally:
             admission.close(m.name)
@@ -169,8 +172,9 @@ async def run_schedule(models: list[ModelWork], fleet: Fleet, run_model: RunMode
             free[0] -= m.held
             running[asyncio.ensure_future(serve(m))] = m
 
-    async def grow() -> None:
-        """No model waits: freed GPUs go to the running model with the most work per replica."""
+    def grow() -> None:
+        """No model waits: freed GPUs go to the running model with the most work per replica,
+        as another replica group (deployed in the background; the loop goes on)."""
         while True:
             cands = [m for m in running.values() if m.gpus_per_replica and m.groups >= 1
                      and m.held // m.gpus_per_replica < m.max_replicas and m.gpus_per_replica <= free[0]
@@ -181,20 +185,26 @@ async def run_schedule(models: list[ModelWork], fleet: Fleet, run_model: RunMode
             m = max(cands, key=lambda c: c.work / max(1, c.held))
             free[0] -= m.gpus_per_replica
             m.held += m.gpus_per_replica
-            group = m.groups
             m.groups += 1
-            event("growing", m, f"replica group {group + 1}, {m.held} GPU(s) held")
-            try:
-                ep = await fleet.deploy(m, 1, group)
-            except Exception as exc:
-                free[0] += m.gpus_per_replica
-                m.held -= m.gpus_per_replica
-                m.groups -= 1
-                event("growth failed", m, f"{type(exc).__name__}: {exc}")
-                return
-            admission.grow(m.name, m.held // m.gpus_per_replica)
-            if add_endpoint is not None:
-                add_endpoint(m, ep)
+            growing.add(asyncio.ensure_future(grow_one(m, m.groups - 1)))
+
+    async def grow_one(m: ModelWork, group: int) -> None:
+        event("growing", m, f"replica group {group + 1}, {m.held} GPU(s) held")
+        try:
+            ep = await fleet.deploy(m, 1, group)
+        except Exception as exc:  # the model keeps the groups it has; the GPU goes back
+            free[0] += m.gpus_per_replica
+            m.held -= m.gpus_per_replica
+            event("growth failed", m, f"{type(exc).__name__}: {exc}")
+            return
+        if m.name not in admission.shares:  # done while this group came up: it goes too
+            apps = await fleet.teardown(m)
+            event("torn down", m, ", ".join(apps) or "no Serve app")
+            return
+        admission.grow(m.name, m.held // m.gpus_per_replica)
+        if add_endpoint is not None:
+            add_endpoint(m, ep)
+        event("grown", m, f"{admission.limit(m.name)} in flight")
 
     def stopping() -> bool:
         return stop is not None and stop.soft.is_set()
@@ -210,17 +220,22 @@ async def run_schedule(models: list[ModelWork], fleet: Fleet, run_model: RunMode
                                          f"{m.gpus_per_replica}) but the cluster cannot place it even with every "
                                          f"other model torn down ({fleet.total_gpus} GPU(s) in all)")
             if not stopping() and (barrier or not len(queue)):
-                await grow()
+                grow()
             if stopping() and not running:
                 break
-            done, _ = await asyncio.wait(set(running), return_when=asyncio.FIRST_COMPLETED)
+            changed.clear()
+            wake = asyncio.ensure_future(changed.wait())
+            done, _ = await asyncio.wait({*running, *growing, wake}, return_when=asyncio.FIRST_COMPLETED)
+            wake.cancel()
             for t in done:
-                running.pop(t)
-                t.result()  # a model's error ends the schedule (the others are torn down below)
+                growing.discard(t)
+                if t in running:
+                    running.pop(t)
+                    t.result()  # a model's error ends the schedule (the others are torn down below)
     finally:
-        for t in running:
+        for t in [*running, *growing]:
             t.cancel()
-        await asyncio.gather(*running, return_exceptions=True)
+        await asyncio.gather(*running, *growing, return_exceptions=True)
     return log
 
 
