@@ -249,7 +249,7 @@ def prepared(sweep: str, gpus: int, fraction: float, overrides: list[str] | None
         n = max(1, math.ceil(count * fraction))
         ids[slug] = [f"{slug}-{i:04d}" for i in range(n)]
         problems.update({(slug, p): ProblemSpec(slug, p, "q") for p in ids[slug]})
-        answers[slug] = AnswerKey(slug, {p: 1.0 for p in ids[slug]})
+        answers[slug] = AnswerKey(slug, dict.fromkeys(ids[slug], 1.0))
     model_cfgs = {m: cconf.as_plain(cconf.model_config(m)) for m in cfg.models}
     method_cfgs = {m: cconf.method_config(m) for m in cfg.methods}
     plan = expand_plan(cfg, ids)

@@ -224,8 +224,9 @@ async def run_schedule(models: list[ModelWork], fleet: Fleet, run_model: RunMode
             if stopping() and not running:
                 break
             changed.clear()
-            wake = asyncio.ensure_future(changed.wait())
-            done, _ = await asyncio.wait({*running, *growing, wake}, return_when=asyncio.FIRST_COMPLETED)
+            wake: asyncio.Future[Any] = asyncio.ensure_future(changed.wait())
+            waiting: set[asyncio.Future[Any]] = {*running, *growing, wake}
+            done, _ = await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
             wake.cancel()
             for t in done:
                 growing.discard(t)
