@@ -182,9 +182,10 @@ class Dispatcher:
         if model not in self.admission.shares:
             from cluster.driver.schedule import max_ongoing
 
+            cfg = self.prep.model_cfgs[model]
             harnesses = [self.prep.method_cfgs[m].harness for m in self.prep.cfg.methods if m in self.prep.method_cfgs]
-            self.admission.open(model, 1, max_ongoing(self.prep.model_cfgs[model], self.per_model),
-                                harness_factor(harnesses))
+            factor = harness_factor(harnesses) if cfg.get("vllm") else 1.0
+            self.admission.open(model, 1, max_ongoing(cfg, self.per_model), factor)
         return self.admission.shares[model].pool
 
     async def _produce(self, model: str, items: Sequence[PlanItem], pool: Pool) -> None:

@@ -264,6 +264,8 @@ def model_works(model_cfgs: dict[str, dict[str, Any]], items: dict[str, Sequence
             replicas = int(llm_serving.placement(cfg)["replicas"])
             auto = dict(dict(dict(cfg.get("vllm") or {}).get("deployment") or {}).get("autoscaling_config") or {})
             most = max(replicas, int(auto.get("max_replicas", replicas)))
+        # off the GPUs the capacity is unknown: the configured limit is the target, as it is
+        factor = harness_factor(harnesses.get(name, [])) if gpr else 1.0
         out.append(ModelWork(name, cfg, items[name], gpr, replicas, most, max_ongoing(cfg, default_ongoing),
-                             harness_factor(harnesses.get(name, [])), trajectory_cost(cfg)))
+                             factor, trajectory_cost(cfg)))
     return out
