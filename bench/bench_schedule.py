@@ -234,7 +234,23 @@ class FakeWorker:
 # -- the replay --------------------------------------------------------------------------------
 
 
-def prepared(sweep: str, gpus: int, fraction: float, overrides: list[str] | None = None) -> Any:
+def batches_from(rev: str, model_cfgs: dict[str, dict[str, Any]]) -> None:
+    """Put the batch sizes the model YAMLs had at git ``rev`` into ``model_cfgs`` (the before figure)."""
+    import subprocess
+
+    import yaml
+
+    for name, cfg in model_cfgs.items():
+        if not cfg.get("vllm"):
+            continue
+        old = yaml.safe_load(subprocess.run(["git", "show", f"{rev}:configs/models/{name}.yaml"], check=True,
+                                            capture_output=True, text=True, cwd=Path(__file__).parent).stdout)
+        cfg["vllm"]["engine_kwargs"]["max_num_seqs"] = old["vllm"]["engine_kwargs"]["max_num_seqs"]
+        cfg["vllm"]["deployment"]["max_ongoing_requests"] = old["vllm"]["deployment"]["max_ongoing_requests"]
+
+
+def prepared(sweep: str, gpus: int, fraction: float, overrides: list[str] | None = None,
+             old_batches: str | None = None) -> Any:
     """The sweep's real config and plan over the pinned benchmark sizes (no data needed)."""
     from cluster import config as cconf
     from cluster.driver.prepare import Prepared
@@ -251,6 +267,8 @@ def prepared(sweep: str, gpus: int, fraction: float, overrides: list[str] | None
         problems.update({(slug, p): ProblemSpec(slug, p, "q") for p in ids[slug]})
         answers[slug] = AnswerKey(slug, dict.fromkeys(ids[slug], 1.0))
     model_cfgs = {m: cconf.as_plain(cconf.model_config(m)) for m in cfg.models}
+    if old_batches:
+        batches_from(old_batches, model_cfgs)
     method_cfgs = {m: cconf.method_config(m) for m in cfg.methods}
     plan = expand_plan(cfg, ids)
     return Prepared(cfg, model_cfgs, method_cfgs, problems, answers, plan, None, set())  # type: ignore[arg-type]
@@ -369,10 +387,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quiet", action="store_true", help="no schedule events")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="a sweep config override, e.g. cluster.max_in_flight_per_model=256 (the value before)")
+    ap.add_argument("--batches-from", metavar="GIT_REV", default=None,
+                    help="the model YAMLs' batch sizes at this git revision (the before figure: 32-64 for all)")
     args = ap.parse_args(argv)
     print(assumptions(), flush=True)
     t = time.process_time()
-    prep = prepared(args.sweep, args.gpus, args.fraction, args.set)
+    prep = prepared(args.sweep, args.gpus, args.fraction, args.set, args.batches_from)
     loop = VirtualClockLoop()
     try:
         res = loop.run_until_complete(replay(prep, args.gpus, args.schedule, args.seed, args.quiet))
