@@ -21,7 +21,7 @@ from typing import Any
 import ray
 from ray.exceptions import RayError
 
-from cluster.driver.admission import Admission, Pool, check_limits, harness_factor
+from cluster.driver.admission import Admission, Pool, harness_factor
 from cluster.driver.commit import Committer, Outcome, build_row
 from cluster.driver.prepare import Prepared
 from cluster.driver.progress import Progress
@@ -51,8 +51,9 @@ class Dispatcher:
         self.down_until = [0.0] * len(workers)
         self.timeout_s = c.trajectory_timeout_s
         self.per_model = c.max_in_flight_per_model
-        # the global bound is only what the workers hold (check_limits refused a per-model limit above it)
-        bound = check_limits(len(workers) or c.workers, c.worker_concurrency, c.max_in_flight_per_model)
+        # the global bound is only what the workers hold (run_sweep's check_limits refused a per-model
+        # limit above it before anything started)
+        bound = max(1, (len(workers) or c.workers) * c.worker_concurrency)
         self.admission = admission or Admission(bound, c.max_in_flight_per_model)
         self.items: dict[str, Sequence[PlanItem]] = items if items is not None else {}
         self.endpoints: dict[str, list[Endpoint]] = {}
