@@ -95,7 +95,7 @@ out, log = sys.argv[1], open(sys.argv[2]).read()
 led = Ledger.open(out, "rehearsal", {}, "", True, read_only=True)
 df = led.read_table().to_pandas()
 plan = led.read_plan().to_pandas()
-assert len(plan) == 80, f"planned {len(plan)}"
+assert len(plan) == 160, f"planned {len(plan)}"
 assert sorted(df["key"]) == sorted(plan["key"]), "not every planned trajectory was committed"
 assert (df["status"] != "error").all(), df[df["status"] == "error"][["key", "status"]].to_string()
 assert df["simulated"].all(), "a stand-in output is not marked simulated"
