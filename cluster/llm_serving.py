@@ -3,7 +3,7 @@
 Why a separate module: ``ray.serve.llm`` refuses to import without vLLM (its OpenAI
 protocol models come from vLLM), and this repository must run everywhere else without a
 GPU. So everything here that only *describes* an application (``llm_config_dict``,
-``serving_args``, ``serve_app_config``, ``pack_stages``) uses plain dicts and Ray's own
+``serving_args``, ``serve_app_config``, ``with_replicas``) uses plain dicts and Ray's own
 ``LLMConfig`` pydantic class from ``ray.llm._internal.serve.core.configs.llm_config``
 (the parent of the public ``ray.serve.llm.LLMConfig``; it validates without vLLM), while
 ``build_llm_app`` / ``deploy_stage`` import ``ray.serve.llm`` lazily and raise
@@ -25,9 +25,10 @@ that ``serving`` section itself.
     describe_built_app(app, name=APP_NAME) -> dict[str, dict]      # same view of a built app
     gpus_per_replica(model_cfg) -> int                     # tensor x pipeline parallel size
     stage_gpus(model_cfg) -> int                           # gpus_per_replica x max(1, min_replicas)
-    pack_stages(model_cfgs, gpus: int) -> list[list[str]]  # model names per stage
-    deploy_stage(model_cfgs, cfg=None, *, app_name=APP_NAME, host="127.0.0.1",
-                 ready_timeout_s=None, poll_s=2.0, standin=None) -> dict[str, Endpoint]  # vLLM, or stand-ins
+    with_replicas(model_cfg, replicas) -> dict             # pinned to the schedule's replica count
+    llm_app_name(model, group=0), llm_route_prefix(...)    # one Serve app per model replica group
+    deploy_stage(model_cfgs, cfg=None, *, app_name=APP_NAME, host="127.0.0.1", ready_timeout_s=None,
+                 poll_s=2.0, standin=None, route_prefix="/") -> dict[str, Endpoint]  # vLLM, or stand-ins
     placement(model_cfg, cfg=None) -> dict                 # one replica's bundles, strategy, GPUs, CPUs
     check_placement(model_cfgs, cfg=None, nodes=None)      # UnplaceableModel before deploying
     build_standin_app(model_cfgs, cfg=None)                # serving.standin: same placement, simulated
@@ -97,10 +98,6 @@ class VLLMNotInstalled(ImportError):
 
 class ModelConfigError(ValueError):
     """A model YAML does not describe a servable vLLM model; the message names model and key."""
-
-
-class StagePackingError(ValueError):
-    """A model needs more GPUs than the cluster has; the message names the model."""
 
 
 INGRESS_DEPLOYMENT = "OpenAiIngress"
@@ -476,7 +473,7 @@ def build_standin_app(model_cfgs: Iterable[Mapping[str, Any]], cfg: Any = None) 
 
 def deploy_stage(model_cfgs: Iterable[Mapping[str, Any]], cfg: Any = None, *, app_name: str = APP_NAME,
                  host: str = "127.0.0.1", ready_timeout_s: float | None = None,
-                 poll_s: float = 2.0, standin: bool | None = None) -> dict[str, Endpoint]:
+                 poll_s: float = 2.0, standin: bool | None = None, route_prefix: str = "/") -> dict[str, Endpoint]:
     """Check placement, ``serve.run`` the stage's app without blocking, wait until it is ready
     (:func:`wait_app_ready`). With ``standin`` (None: ``serving.standin``) the app is the stand-in
     one (:func:`build_standin_app`: same placement, simulated answers). A failed or timed-out
@@ -491,9 +488,9 @@ def deploy_stage(model_cfgs: Iterable[Mapping[str, Any]], cfg: Any = None, *, ap
     standin = bool(serving.get("standin")) if standin is None else standin
     app = build_standin_app(models, cfg) if standin else build_llm_app(models, cfg)
     try:
-        serve.run_many([serve.RunTarget(app, name=app_name, route_prefix="/", logging_config=QUIET_LOGS)],
+        serve.run_many([serve.RunTarget(app, name=app_name, route_prefix=route_prefix, logging_config=QUIET_LOGS)],
                        wait_for_ingress_deployment_creation=False, wait_for_applications_running=False)
-        base_url = f"http://{host}:{port}/v1"
+        base_url = f"http://{host}:{port}{route_prefix.rstrip('/')}/v1"
         wait_app_ready(app_name, base_url, [_name(m) for m in models], timeout, poll_s=poll_s)
     except BaseException:
         try:
@@ -621,31 +618,39 @@ def check_placement(models: Sequence[Mapping[str, Any]], cfg: Any = None,
                   f"resources to free up or the autoscaler to add a node (serving.ready_timeout_s)", flush=True)
 
 
-# -- stages ----------------------------------------------------------------------------
+# -- replicas the schedule decides ---------------------------------------------------------
 
 
-def pack_stages(model_cfgs: Iterable[Mapping[str, Any]], gpus: int) -> list[list[str]]:
-    """Group models into stages that fit on ``gpus`` GPUs at once, keeping config order.
+def with_replicas(model_cfg: Mapping[str, Any], replicas: int) -> dict[str, Any]:
+    """The model config deployed with exactly ``replicas`` replicas: the continuous schedule
+    (``cluster.driver.schedule``) owns the GPUs, so Serve's autoscaler must not take free GPUs
+    another model is about to be placed on (min = max = ``replicas``; more replicas come as
+    another replica group, an app of their own)."""
+    m = _plain(model_cfg)
+    vc = dict(m.get("vllm") or {})
+    dep = dict(vc.get("deployment") or {})
+    key = "autoscaling_config" if "autoscaling_config" in dep else "autoscaling" if "autoscaling" in dep else None
+    if key is None:
+        dep["num_replicas"] = int(replicas)
+    else:
+        auto = dict(dep[key] or {})
+        auto.pop("initial_replicas", None)
+        auto.update(min_replicas=int(replicas), max_replicas=int(replicas))
+        dep[key] = auto
+    vc["deployment"] = dep
+    m["vllm"] = vc
+    return m
 
-    Each model holds ``stage_gpus`` (GPUs per replica x max(1, min_replicas)); autoscaling
-    may add replicas later on whatever is free. First fit: a model joins the earliest stage
-    with room, so the number of stages stays small and the sweep still runs model-major.
-    """
-    gpus = int(gpus)
-    stages: list[list[str]] = []
-    free: list[int] = []
-    for m in model_cfgs:
-        m = _plain(m)
-        need = stage_gpus(m)
-        if need > gpus:
-            raise StagePackingError(f"model {_name(m)!r} needs {need} GPUs (gpus_per_replica="
-                                    f"{gpus_per_replica(m)} x min_replicas) but the cluster has {gpus}")
-        for i, room in enumerate(free):
-            if need <= room:
-                stages[i].append(_name(m))
-                free[i] -= need
-                break
-        else:
-            stages.append([_name(m)])
-            free.append(gpus - need)
-    return stages
+
+def app_slug(model: str) -> str:
+    """A model name as a Serve app name and route segment."""
+    return model.replace("/", "--")
+
+
+def llm_app_name(model: str, group: int = 0) -> str:
+    """The Serve app of one model's replica group (``opteval-llm-Qwen3-4B``, then ``-g2``, ...)."""
+    return f"{APP_NAME}-{app_slug(model)}" + (f"-g{group + 1}" if group else "")
+
+
+def llm_route_prefix(model: str, group: int = 0) -> str:
+    return "/" + llm_app_name(model, group)[len(APP_NAME) + 1:]

@@ -345,3 +345,22 @@ def registry_plan_report(cfg: SweepConfig, missing: list[str]) -> str:
                  f"({', '.join(missing)}); committed trajectories not checked. A run fetches them itself "
                  f"(data.fetch_missing), or: opteval data fetch {' '.join(missing)}")
     return "\n".join(lines)
+
+
+def by_model(plan: Sequence[PlanItem]) -> dict[str, Sequence[PlanItem]]:
+    """The items of each model, in plan order, grouped once (the schedule does it before any
+    replica comes up, so no GPU waits on a pass over the plan). For a :class:`Plan`, one
+    ``Plan`` per model over the same groups (numpy on group boundaries; no item is made)."""
+    if not isinstance(plan, Plan):
+        out: dict[str, list[PlanItem]] = {}
+        for it in plan:
+            out.setdefault(it.model, []).append(it)
+        return dict(out)
+    rows = np.arange(len(plan), dtype=np.int64) if plan.rows is None else plan.rows
+    bounds = np.searchsorted(rows, [g.start for g in plan.groups] + [plan._total])
+    picked: dict[str, list[np.ndarray]] = {}
+    for gi, g in enumerate(plan.groups):
+        lo, hi = bounds[gi], bounds[gi + 1]
+        if hi > lo:
+            picked.setdefault(g.model, []).append(rows[lo:hi])
+    return {m: Plan(plan.groups, np.concatenate(parts)) for m, parts in picked.items()}

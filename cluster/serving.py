@@ -1,5 +1,7 @@
-"""Model endpoints for a sweep stage: deploy and tear down a stage through the backend
-registry (``cluster.backends``), and the Serve apps of the simulated policy and stand-ins.
+"""Model endpoints: deploy and tear down models through the backend registry
+(``cluster.backends``), and the Serve apps of the simulated policy and stand-ins. The sweep's
+schedule deploys one model at a time through ``cluster.fleet.ServeFleet``; ``deploy_stage``
+stands several up at once (``opteval serve``, tests).
 
 Why serve the simulated policy over HTTP at all: so the whole path a real model takes
 (Serve proxy, HTTP, ``OpenAIChatModel``, usage parsing) is exercised by tests and load
@@ -7,7 +9,7 @@ runs. Workers reach every endpoint the same way, through an :class:`Endpoint`.
 
 Every completion from the simulated app carries ``system_fingerprint:
 "opteval-simulated"``, which ``OpenAIChatModel`` turns into ``Completion.simulated``.
-vLLM stages come from ``cluster.llm_serving`` (imported only when a stage needs it).
+vLLM apps come from ``cluster.llm_serving`` (imported only when a model needs it).
 """
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ import time
 from dataclasses import replace
 from typing import Any
 
-from cluster.backends import Backend, backend_of, by_backend
+from cluster.backends import Backend, by_backend
 from cluster.endpoint import HANDLE_ROUTE, Endpoint, client_host
 from cluster.serve_apps import LLM_APP_NAME, QUIET_LOGS, start_serve, teardown, wait_app_ready
 from cluster.sim_serving import (
@@ -31,7 +33,7 @@ from cluster.sim_serving import (
 )
 
 __all__ = ["LLM_APP_NAME", "SIMULATED_FINGERPRINT", "Endpoint", "ServingError", "SimulatedOpenAI", "StandinIngress",
-           "StandinServer", "call_meta", "client_host", "deploy_simulated", "deploy_stage", "ensure_serve", "plan_stages",
+           "StandinServer", "call_meta", "client_host", "deploy_simulated", "deploy_stage", "ensure_serve", "cluster_gpus",
            "simulated_app_name", "simulated_model_cfg", "stage_apps", "standin_app", "teardown_stage",
            "wait_ready", "with_routes"]
 
@@ -150,19 +152,10 @@ def teardown_stage(endpoints: dict[str, Endpoint], models: list[dict[str, Any]] 
     return apps
 
 
-def plan_stages(models: list[dict[str, Any]], cfg: Any) -> list[list[str]]:
-    """Model-major stages: all models off the GPUs first (one stage), then the GPU models packed
-    on ``serving.gpus`` (else the cluster's GPUs)."""
-    cheap = [m["name"] for m in models if not backend_of(m, cfg.serving).on_gpus]
-    gpu = [m for m in models if backend_of(m, cfg.serving).on_gpus]
-    stages = [cheap] if cheap else []
-    if gpu:
-        from cluster import llm_serving
+def cluster_gpus(cfg: Any) -> int:
+    """GPUs the schedule may use: ``serving.gpus``, else the cluster's."""
+    if cfg.serving.gpus is not None:
+        return int(cfg.serving.gpus)
+    import ray
 
-        gpus = cfg.serving.gpus
-        if gpus is None:
-            import ray
-
-            gpus = int(ray.cluster_resources().get("GPU", 0))
-        stages.extend(llm_serving.pack_stages(gpu, int(gpus)))
-    return stages
+    return int(ray.cluster_resources().get("GPU", 0))

@@ -56,16 +56,16 @@ def stage_models(cfg: Any) -> list[dict[str, Any]]:
 
 
 def stand_up(cfg: Any) -> tuple[dict[str, Any], list[str]]:
-    """Deploy (or point at) every configured model as one stage of a sweep would (the sweep's own
-    ``plan_stages`` and ``deploy_stage``); returns endpoints and the Serve apps we own."""
+    """Deploy (or point at) every configured model at once, each as the sweep's schedule would
+    (``deploy_stage``: one app per model); returns endpoints and the Serve apps we own."""
     from cluster import serving
+    from cluster.backends import backend_of
 
     models = stage_models(cfg)
-    stages = serving.plan_stages(models, cfg)
-    gpu_stages = stages[1:] if any(not _on_gpus(m, cfg) for m in models) else stages
-    if len(gpu_stages) > 1:
-        raise SystemExit(f"the GPU models do not fit the GPUs at once (stages: {gpu_stages}); "
-                         "serve fewer models per command")
+    need = sum(backend_of(m, cfg.serving).gpus(m) for m in models if _on_gpus(m, cfg))
+    if need and need > serving.cluster_gpus(cfg):
+        raise SystemExit(f"the GPU models need {need} GPUs at once but the cluster has "
+                         f"{serving.cluster_gpus(cfg)}; serve fewer models per command")
     # One stage: placement checked, ready = RUNNING + a 1-token answer, torn down on failure.
     eps = serving.deploy_stage(models, cfg)
     apps = sorted({ep.app_name for ep in eps.values() if ep.app_name})

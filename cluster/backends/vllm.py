@@ -1,5 +1,7 @@
-"""``backend: vllm``: one ``ray.serve.llm`` application per stage on this cluster's GPUs, and its
-stand-in (``serving.standin``): the same placement answered by the simulated policy."""
+"""``backend: vllm``: one ``ray.serve.llm`` application per model (and per extra replica group)
+on this cluster's GPUs, and its stand-in (``serving.standin``): the same placement answered by
+the simulated policy. An app per model, so the continuous schedule tears one model down while
+the others keep serving."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
@@ -38,13 +40,24 @@ class VllmBackend(Backend):
         require_vllm()
 
     def apps(self, models: Sequence[Mapping[str, Any]]) -> list[str]:
-        return [LLM_APP_NAME] if models else []
+        from cluster.llm_serving import llm_app_name
+
+        return [llm_app_name(str(m["name"])) for m in models]
 
     def deploy(self, models: list[dict[str, Any]], cfg: Any) -> dict[str, Endpoint]:
+        eps: dict[str, Endpoint] = {}
+        for m in models:
+            eps.update(self.deploy_group(m, cfg, 0))
+        return eps
+
+    def deploy_group(self, model: dict[str, Any], cfg: Any, group: int) -> dict[str, Endpoint]:
+        """One replica group of one model as its own app (group 0: the model's first)."""
         from cluster import llm_serving  # vLLM itself only when the app is built
         from cluster.endpoint import client_host
 
-        return llm_serving.deploy_stage(models, cfg, app_name=LLM_APP_NAME, standin=self.standin,
+        name = str(model["name"])
+        return llm_serving.deploy_stage([model], cfg, app_name=llm_serving.llm_app_name(name, group),
+                                        route_prefix=llm_serving.llm_route_prefix(name, group), standin=self.standin,
                                         host=client_host(str(cfg.serving.http_host)))
 
 

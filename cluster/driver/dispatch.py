@@ -1,4 +1,9 @@
-"""Bounded fan-out of one stage's trajectories over the worker actors, with retries.
+"""Bounded fan-out of one model's trajectories over the worker actors, with retries.
+
+``Dispatcher.run_model(model, endpoint)`` is the per-model entry point the schedule
+(``cluster.driver.schedule``) calls once the model's replicas are ready; the model's items
+were grouped once before (``items``), and its in-flight bound is its own admission pool
+(``cluster.driver.admission``), so one model's queue never holds back another's batch.
 
 Failure policy: an infrastructure failure (worker died, endpoint unreachable, executor
 lost, trajectory timeout) is retried up to ``cluster.retries`` times on another worker
@@ -10,12 +15,13 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import ray
 from ray.exceptions import RayError
 
+from cluster.driver.admission import Admission, Pool, harness_factor
 from cluster.driver.commit import Committer, Outcome, build_row
 from cluster.driver.preflight import preflight
 from cluster.driver.prepare import Prepared
@@ -34,10 +40,11 @@ WORKER_RESTART_WAIT_S = 180.0  # with no worker answering, wait this long for on
 
 
 class Dispatcher:
-    """Bounded fan-out of one stage's trajectories over the worker actors, with retries."""
+    """Bounded fan-out of each model's trajectories over the worker actors, with retries."""
 
     def __init__(self, prep: Prepared, workers: list[Any], committer: Committer, progress: Progress,
-                 stop: StopState, tracker: Tracker | None = None) -> None:
+                 stop: StopState, tracker: Tracker | None = None, admission: Admission | None = None,
+                 items: dict[str, Sequence[PlanItem]] | None = None) -> None:
         c = prep.cfg.cluster
         self.prep, self.workers, self.committer, self.progress, self.stop = prep, workers, committer, progress, stop
         self.tracker = tracker
@@ -46,14 +53,18 @@ class Dispatcher:
         self.down_until = [0.0] * len(workers)
         self.timeout_s = c.trajectory_timeout_s
         self.per_model = c.max_in_flight_per_model
-        self.capacity = asyncio.Semaphore(max(1, len(workers) * c.worker_concurrency))
+        # the global bound is only what the workers hold (run_sweep's check_limits refused a per-model
+        # limit above it before anything started)
+        bound = max(1, (len(workers) or c.workers) * c.worker_concurrency)
+        self.admission = admission or Admission(bound, c.max_in_flight_per_model)
+        self.items: dict[str, Sequence[PlanItem]] = items if items is not None else {}
+        self.endpoints: dict[str, list[Endpoint]] = {}
+        self.ep_load: dict[str, list[int]] = {}
+        self.on_finish: Callable[[PlanItem], None] | None = None  # the schedule counts what is left
         self.load = [0] * len(workers)
         self.tasks: set[asyncio.Task] = set()
         self.guard = RejectionGuard(prep.cfg.sweep.reject_streak, tripped=prep.config_errors)
-
-    def should_stop(self, model: str) -> bool:
-        """Whether the model's dispatch stopped: every call refused the same way (a config error)."""
-        return self.guard.should_stop(model)
+        self.model_tasks: dict[str, set[asyncio.Task]] = {}
 
     def _pick_worker(self, avoid: frozenset[int] = frozenset()) -> int:
         """Least loaded among workers that are up and did not already fail this trajectory;
@@ -141,13 +152,14 @@ class Dispatcher:
                 await asyncio.sleep(self._retry_wait(attempt))
         return Outcome(last_traj, reason, self.retries + 1)
 
-    async def _one(self, item: PlanItem, ep: Endpoint, sem: asyncio.Semaphore) -> None:
+    async def _one(self, item: PlanItem, ep_index: int, pool: Pool) -> None:
+        load = self.ep_load[item.model]
         try:
-            out = await self.run_item(item, ep)
+            out = await self.run_item(item, self.endpoints[item.model][ep_index])
             self.finish(item, out)
         finally:
-            sem.release()
-            self.capacity.release()
+            load[ep_index] -= 1
+            pool.release()
 
     def finish(self, item: PlanItem, out: Outcome) -> None:
         try:
@@ -160,32 +172,63 @@ class Dispatcher:
         self.committer.add(row)
         self.guard.observe(item.model, out.traj)
         self.progress.record(item.model, item.method, correct, out.error is not None)
+        if self.on_finish is not None:
+            self.on_finish(item)
 
-    async def _produce(self, items: list[PlanItem], ep: Endpoint) -> None:
-        """Dispatch one model's items in plan order, at most ``max_in_flight_per_model`` at once."""
-        sem = asyncio.Semaphore(max(1, self.per_model))
+    def should_stop(self, model: str) -> bool:
+        """Whether ``model`` gets no new trajectories: the sweep is stopping, or every call of the
+        model was refused the same way (a configuration error, :class:`RejectionGuard`)."""
+        return self.stop.soft.is_set() or self.guard.should_stop(model)
+
+    def add_endpoint(self, model: str, ep: Endpoint) -> None:
+        """Another replica group of ``model`` is ready: new items go to the least loaded group."""
+        self.endpoints.setdefault(model, []).append(ep)
+        self.ep_load.setdefault(model, []).append(0)
+
+    def _pool(self, model: str) -> Pool:
+        """The model's admission pool (the schedule opened it when its replicas came up; a
+        caller without a schedule gets one sized from the model config)."""
+        if model not in self.admission.shares:
+            from cluster.driver.schedule import max_ongoing
+
+            cfg = self.prep.model_cfgs[model]
+            harnesses = [self.prep.method_cfgs[m].harness for m in self.prep.cfg.methods if m in self.prep.method_cfgs]
+            factor = harness_factor(harnesses) if cfg.get("vllm") else 1.0
+            self.admission.open(model, 1, max_ongoing(cfg, self.per_model), factor)
+        return self.admission.shares[model].pool
+
+    async def _produce(self, model: str, items: Sequence[PlanItem], pool: Pool) -> None:
+        """Dispatch one model's items in plan order, at most its admission pool's limit at once."""
+        load = self.ep_load[model]
+        tasks = self.model_tasks.setdefault(model, set())
         for item in items:
-            await sem.acquire()
-            await self.capacity.acquire()
-            if self.stop.soft.is_set() or self.should_stop(item.model):
-                sem.release()
-                self.capacity.release()
+            await pool.acquire()
+            if self.should_stop(model):
+                pool.release()
                 return
             self.progress.dispatched()
-            t = asyncio.create_task(self._one(item, ep, sem))
-            self.tasks.add(t)
-            t.add_done_callback(self.tasks.discard)
+            idx = min(range(len(load)), key=load.__getitem__)
+            load[idx] += 1
+            t = asyncio.create_task(self._one(item, idx, pool))
+            for group in (self.tasks, tasks):
+                group.add(t)
+                t.add_done_callback(group.discard)
 
-    async def run_stage(self, items_by_model: dict[str, list[PlanItem]], endpoints: dict[str, Endpoint]) -> None:
-        await preflight(self.prep, {m: endpoints[m] for m in items_by_model})  # before any trajectory
-        producers = [asyncio.create_task(self._produce(items, endpoints[m])) for m, items in items_by_model.items()]
-        await _until(asyncio.gather(*producers), self.stop.hard)
-        while self.tasks and not self.stop.hard.is_set():
-            await _until(asyncio.wait(set(self.tasks)), self.stop.hard)
+    async def run_model(self, model: str, endpoint: Endpoint) -> None:
+        """Run every pending item of ``model`` against ``endpoint`` (and the replica groups
+        added later); returns when all of them are finished, or at once on a hard stop."""
+        await preflight(self.prep, {model: endpoint})  # before any trajectory of the model
+        self.endpoints[model] = [endpoint]
+        self.ep_load[model] = [0]
+        tasks = self.model_tasks.setdefault(model, set())
+        producer = asyncio.create_task(self._produce(model, self.items.get(model, ()), self._pool(model)))
+        await _until(producer, self.stop.hard)
+        while tasks and not self.stop.hard.is_set():
+            await _until(asyncio.wait(set(tasks)), self.stop.hard)
         if self.stop.hard.is_set():
-            for t in list(self.tasks) + producers:
+            for t in [*tasks, producer]:
                 t.cancel()
-            await asyncio.gather(*self.tasks, *producers, return_exceptions=True)
+            await asyncio.gather(*tasks, producer, return_exceptions=True)
 
 
 def _contract(model_cfg: dict[str, Any]) -> dict[str, Any]:

@@ -1,5 +1,6 @@
-"""The sweep's run: prepare -> MLflow -> Ray -> actors -> stages (deploy, dispatch, tear down)
--> commit -> results from the ledger, with signals honoured at every step.
+"""The sweep's run: prepare -> MLflow -> Ray -> actors -> the continuous GPU schedule (each model
+deployed when its GPUs are free, dispatched, torn down the moment it is done) -> commit ->
+results from the ledger, with signals honoured at every step.
 
 Importing this module does not import Ray: Ray and the modules that need it (serving,
 executors, workers, dispatch) are imported inside the functions that run once the sweep
@@ -10,13 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import signal
-from collections import defaultdict
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from cluster import config as cconf
-from cluster.config import SweepConfig
+from cluster.config import SweepConfig, methods_for
 from cluster.driver import signals
 from cluster.driver.commit import Committer, results_summary
 from cluster.driver.outcome import exit_code
@@ -24,7 +24,7 @@ from cluster.driver.prepare import Prepared, plan_report, prepare
 from cluster.driver.progress import Progress, ProgressPrinter, track_progress_offloop
 from cluster.driver.signals import EXIT_INTERRUPTED, StopState, quiet_signals
 from cluster.ledger import LedgerError
-from cluster.plan import PlanItem, plan_counts
+from cluster.plan import PlanItem, by_model, plan_counts
 from cluster.runtime import (
     EXECUTOR_RESOURCE,
     PlacementError,
@@ -36,15 +36,6 @@ from cluster.runtime import (
     node_resources,
 )
 from cluster.tracking import BackgroundStart, OffLoop, Tracker, end_line, results_markdown, ui_command
-
-
-def stages_for(prep: Prepared) -> list[list[str]]:
-    """Model-major stages restricted to models that still have work."""
-    from cluster.serving import plan_stages
-
-    todo = {model for model, _ in plan_counts(prep.pending)}
-    models = [prep.model_cfgs[m] for m in prep.cfg.models if m in todo]
-    return [s for s in plan_stages(models, prep.cfg) if s]
 
 
 def serves_on_gpus(cfg: SweepConfig, model_cfgs: Mapping[str, Mapping[str, Any]] | None = None) -> bool:
@@ -121,31 +112,35 @@ async def _periodic(interval_s: float, fn: Callable[[], Awaitable[None]], stop: 
             await fn()
 
 
-async def run_stages(prep: Prepared, workers: list[Any], committer: Committer, progress: Progress,
+async def run_models(prep: Prepared, workers: list[Any], committer: Committer, progress: Progress,
                      stop: StopState, tracker: Tracker | None) -> None:
-    """For each stage: deploy its models, run all their methods, tear down, next."""
+    """Every model with pending items through the continuous schedule (``cluster.driver.schedule``):
+    its items grouped once, before any replica comes up; deployed when its GPUs are free;
+    its apps torn down the moment its last trajectory is done, while the others keep running."""
     from cluster.driver.dispatch import Dispatcher
-    from cluster.serving import Endpoint, deploy_stage, teardown_stage
+    from cluster.driver.schedule import ModelWork, model_works, run_schedule
+    from cluster.fleet import ServeFleet
 
-    disp = Dispatcher(prep, workers, committer, progress, stop, tracker)
-    for stage in stages_for(prep):
-        if stop.soft.is_set():
-            break
-        models = [prep.model_cfgs[m] for m in stage]
-        print(f"[sweep] stage {stage}: deploying", flush=True)
-        endpoints: dict[str, Endpoint] = {}
-        try:  # a failed deploy is torn down too (deploy_stage cleans up, teardown_stage makes sure)
-            endpoints = await asyncio.to_thread(deploy_stage, models, prep.cfg)
-            print(f"[sweep] stage {stage}: ready", flush=True)
-            by_model: dict[str, list[PlanItem]] = defaultdict(list)
-            for it in prep.pending:
-                if it.model in endpoints:
-                    by_model[it.model].append(it)
-            await disp.run_stage(dict(by_model), endpoints)
-            await committer.flush(force=True)
-        finally:
-            apps = await asyncio.to_thread(teardown_stage, endpoints, models, prep.cfg.serving)
-            print(f"[sweep] stage {stage}: torn down (Serve apps deleted: {', '.join(apps) or 'none'})", flush=True)
+    cfg = prep.cfg
+    items = by_model(prep.pending)
+    harnesses = {m: [prep.method_cfgs[me].harness for me in methods_for(cfg, m)] for m in cfg.models}
+    works = model_works({m: prep.model_cfgs[m] for m in cfg.models}, items, harnesses, cfg.serving,
+                        cfg.cluster.max_in_flight_per_model)
+    disp = Dispatcher(prep, workers, committer, progress, stop, tracker, items=items)
+    left = {w.name: w for w in works}
+
+    def finished(item: PlanItem) -> None:
+        left[item.model].left -= 1
+
+    disp.on_finish = finished
+    fleet = await asyncio.to_thread(ServeFleet, cfg, [w.cfg for w in works])
+
+    async def one(m: ModelWork, ep: Any) -> None:
+        await disp.run_model(m.name, ep)
+        await committer.flush(force=True)
+
+    await run_schedule(works, fleet, one, disp.admission, stop=stop,
+                       add_endpoint=lambda m, ep: disp.add_endpoint(m.name, ep))
 
 
 @dataclass
@@ -156,7 +151,7 @@ class RunResult:
 
 
 async def drive(prep: Prepared, tracker: Tracker | None = None) -> RunResult:
-    """The async body of a sweep: actors, stages, periodic commits and progress, signals."""
+    """The async body of a sweep: actors, the schedule, periodic commits and progress, signals."""
     loop = asyncio.get_running_loop()
     stop = StopState()
     stop.install(loop)
@@ -186,7 +181,7 @@ async def drive(prep: Prepared, tracker: Tracker | None = None) -> RunResult:
     workers: list[Any] = []
     try:
         execs, workers = await asyncio.to_thread(start_actors, prep)
-        await run_stages(prep, workers, committer, progress, stop, tracker)
+        await run_models(prep, workers, committer, progress, stop, tracker)
     except Exception:
         if committer.failed is None:
             raise
@@ -310,6 +305,10 @@ def run_sweep(cfg: SweepConfig) -> int:
     and the exit code is 130. Raises ``cluster.ledger.LedgerError`` (jobs/sweep.py turns it
     into one line): the lease is held by another driver, a ledger file is damaged, or a commit
     failed (``CommitError``). The writer lease is released on every way out."""
+    from cluster.driver.admission import check_limits
+
+    c = cfg.cluster
+    check_limits(c.workers, c.worker_concurrency, c.max_in_flight_per_model)  # ConfigError: exit 2
     old = signals.install()
     tracker = rt = prep = None
     try:

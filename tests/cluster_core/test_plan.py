@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from cluster.config import ConfigError, item_fingerprint, load_config
-from cluster.plan import Plan, expand_plan, plan_bench_counts, plan_counts, remaining
+from cluster.plan import Plan, by_model, expand_plan, plan_bench_counts, plan_counts, remaining
 from evalcore.records import trajectory_key
 
 IDS = {"sample": ["s1", "s2", "s3"], "complexor": ["c1", "c2"]}
@@ -104,3 +104,16 @@ def test_plan_table_and_summary_match_the_item_by_item_recording(tmp_path):
     old = hashlib.sha256("\n".join(sorted(p.key for p in items)).encode()).hexdigest()
     assert _sorted_keys_sha256(want.column("key"), chunk=100) == old
     assert _sorted_keys_sha256(pa.chunked_array([], type=pa.string())) == hashlib.sha256(b"").hexdigest()
+
+
+def test_by_model_groups_the_pending_items_once_in_plan_order():
+    plan = expand_plan(_cfg(), IDS)
+    done = {plan[0].key, plan[len(plan) - 1].key}
+    pending = remaining(plan, done)
+    groups = by_model(pending)
+    assert list(groups) == ["sim-small", "sim-fast"]
+    for model, items in groups.items():
+        assert isinstance(items, Plan)  # rows over the same groups: no item made until dispatched
+        assert list(items) == [p for p in pending if p.model == model]
+    assert sum(len(v) for v in groups.values()) == len(plan) - 2
+    assert by_model(list(pending)) == {m: list(v) for m, v in groups.items()}

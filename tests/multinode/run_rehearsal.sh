@@ -2,11 +2,12 @@
 # The GPU path rehearsed on one machine (marker/tier: multinode; not in the README test command).
 #
 # Starts a 3-node local Ray cluster with `ray start` -- a head that runs no tasks
-# (--num-cpus=0), a CPU node offering executor slots (opteval_executor), a node with 4 fake
+# (--num-cpus=0), a CPU node offering executor slots (opteval_executor), a node with 3 fake
 # GPUs advertising accelerator_type:H200 -- submits configs/sweeps/rehearsal.yaml with
-# `ray job submit` (stand-in replicas with the real placement), and checks: job SUCCEEDED,
-# every planned trajectory committed, no error rows, every row simulated, each stage torn
-# down before the next is deployed. Every port is explicit and free; the cluster lives in its
+# `ray job submit` (three models needing 4 GPUs at once, stand-in replicas with the real
+# placement), and checks: job SUCCEEDED, every planned trajectory committed, no error rows,
+# every row simulated, the first model's freed GPUs serving the third model before the
+# second finishes, and no Serve app left deployed. Every port is explicit and free; the cluster lives in its
 # own --temp-dir and only processes started from it are stopped (never `ray stop`).
 #
 #   bash tests/multinode/run_rehearsal.sh            # about 3-6 minutes on 2 busy cores
@@ -61,8 +62,8 @@ ray start --head --node-ip-address=127.0.0.1 --port="${P[0]}" --num-cpus=0 --num
   --ray-client-server-port="${P[3]}" --temp-dir="$TMPD" $(node_ports 10 0) --disable-usage-stats >/dev/null
 ray start --address="$GCS" --node-ip-address=127.0.0.1 --num-cpus=2 --num-gpus=0 \
   --resources='{"opteval_executor": 2}' $(node_ports 20 1) >/dev/null
-ray start --address="$GCS" --node-ip-address=127.0.0.1 --num-cpus=4 --num-gpus=4 \
-  --resources='{"accelerator_type:H200": 4}' $(node_ports 30 2) >/dev/null
+ray start --address="$GCS" --node-ip-address=127.0.0.1 --num-cpus=6 --num-gpus=3 \
+  --resources='{"accelerator_type:H200": 3}' $(node_ports 30 2) >/dev/null
 
 python - "$GCS" <<'EOF'
 import sys, time, ray
@@ -85,22 +86,32 @@ set -e
 tail -n 40 "$WORK/job.log"
 [ $rc -eq 0 ] || { echo "[rehearsal] FAILED: ray job submit exited $rc (log: $WORK/job.log)"; exit 1; }
 
-python - "$OUT" "$WORK/job.log" <<'EOF'
+python - "$OUT" "$WORK/job.log" "$GCS" <<'EOF'
 import re, sys
+import ray
+from ray import serve
 from cluster.ledger import Ledger
 out, log = sys.argv[1], open(sys.argv[2]).read()
 led = Ledger.open(out, "rehearsal", {}, "", True, read_only=True)
 df = led.read_table().to_pandas()
 plan = led.read_plan().to_pandas()
-assert len(plan) == 8, f"planned {len(plan)}"
+assert len(plan) == 160, f"planned {len(plan)}"
 assert sorted(df["key"]) == sorted(plan["key"]), "not every planned trajectory was committed"
 assert (df["status"] != "error").all(), df[df["status"] == "error"][["key", "status"]].to_string()
 assert df["simulated"].all(), "a stand-in output is not marked simulated"
-assert set(df["model"]) == {"Qwen3-4B", "Qwen3.5-27B"}
-# Stage order: deploy 1, ready, torn down, then deploy 2, ready, torn down.
-events = re.findall(r"\[sweep\] stage \[([^\]]*)\]: (deploying|ready|torn down)", log)
-assert events == [("'Qwen3-4B'", "deploying"), ("'Qwen3-4B'", "ready"), ("'Qwen3-4B'", "torn down"),
-                  ("'Qwen3.5-27B'", "deploying"), ("'Qwen3.5-27B'", "ready"), ("'Qwen3.5-27B'", "torn down")], events
+assert set(df["model"]) == {"Qwen3.5-27B", "Qwen3-4B", "Qwen3-0.6B"}
+events = re.findall(r"\[schedule\] (\S+): (deploying|ready|torn down)\b", log)
+print("[rehearsal] schedule:", events)
+at = {e: i for i, e in enumerate(events)}
+first, second, third = "Qwen3.5-27B", "Qwen3-4B", "Qwen3-0.6B"
+# 3 GPUs, 4 needed at once: the 27B (2 GPUs) and the 4B (1) deploy first, the 0.6B waits
+assert max(at[(first, "deploying")], at[(second, "deploying")]) < at[(third, "deploying")], events
+# the first model's GPUs serve the third before the second finishes
+assert at[(first, "torn down")] < at[(third, "deploying")] < at[(third, "ready")] < at[(second, "torn down")], events
+assert sum(1 for e in events if e[1] == "torn down") == 3, events
+ray.init(address=sys.argv[3], namespace="rehearsal-check", logging_level="ERROR")
+left = [a for a in serve.status().applications if a.startswith("opteval")]
+assert not left, f"Serve apps left deployed: {left}"
 print(f"[rehearsal] OK: {len(df)}/{len(plan)} trajectories committed, 0 error rows, all simulated, "
-      f"stages deployed and torn down in order")
+      f"the first model's GPUs served the third before the second finished, nothing left deployed")
 EOF
