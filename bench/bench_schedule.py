@@ -337,6 +337,11 @@ async def replay(prep: Any, gpus: int, schedule: str, seed: int, quiet: bool) ->
     adm = old_admission(cfg) if schedule == "stages" else None
     disp = Dispatcher(prep, workers, committer, progress, StopState(), None, admission=adm,  # type: ignore[arg-type]
                       items=items)
+
+    async def no_server_to_ask(prep: Any, endpoints: dict[str, Any]) -> None:
+        """The preflight asks a model's server about the sweep's request shape; fake replicas take any."""
+
+    disp.preflight = no_server_to_ask
     by_name = {w.name: w for w in works}
 
     def finished(item: Any) -> None:

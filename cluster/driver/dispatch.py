@@ -65,6 +65,9 @@ class Dispatcher:
         self.tasks: set[asyncio.Task] = set()
         self.guard = RejectionGuard(prep.cfg.sweep.reject_streak, tripped=prep.config_errors)
         self.model_tasks: dict[str, set[asyncio.Task]] = {}
+        # checks each model's server before its first trajectory; the schedule bench's fake replicas
+        # have no server to ask and replace it
+        self.preflight: Callable[[Prepared, dict[str, Endpoint]], Awaitable[None]] = preflight
 
     def _pick_worker(self, avoid: frozenset[int] = frozenset()) -> int:
         """Least loaded among workers that are up and did not already fail this trajectory;
@@ -217,7 +220,7 @@ class Dispatcher:
     async def run_model(self, model: str, endpoint: Endpoint) -> None:
         """Run every pending item of ``model`` against ``endpoint`` (and the replica groups
         added later); returns when all of them are finished, or at once on a hard stop."""
-        await preflight(self.prep, {model: endpoint})  # before any trajectory of the model
+        await self.preflight(self.prep, {model: endpoint})  # before any trajectory of the model
         self.endpoints[model] = [endpoint]
         self.ep_load[model] = [0]
         tasks = self.model_tasks.setdefault(model, set())
