@@ -131,7 +131,9 @@ def _yaml(path: Path) -> dict[str, Any]:
 
 
 def vllm_model_files(models_dir: Path = MODELS_DIR) -> list[Path]:
-    return sorted(p for p in models_dir.glob("*.yaml") if _yaml(p).get("backend") == "vllm")
+    from cluster.backends import BACKEND_KEY, backend_of
+
+    return sorted(p for p in models_dir.glob("*.yaml") if BACKEND_KEY in (y := _yaml(p)) and backend_of(y).on_gpus)
 
 
 def rewrite(path: Path, bs: BatchSize) -> bool:

@@ -27,49 +27,24 @@ Groups: completions that share an ``id`` are completions of the same prompt (the
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Sequence
 
 from evalcore.extraction import extract_submission
 from evalcore.extraction import get_profile as get_extraction
 from evalcore.grading import Parsed, grade_parsed, parse_submission
 from evalcore.grading import get_profile as get_grading
 from evalcore.metrics import majority_answer
+from evalcore.reward_registry import (  # noqa: F401  (re-exported: the names callers import from here)
+    SCHEMES,
+    Reward,
+    RewardItem,
+    Scheme,
+    UnknownSchemeError,
+    _Run,
+    get_scheme,
+    register_scheme,
+)
 from evalcore.sandbox.types import OK, ExecResult
-
-
-class UnknownSchemeError(ValueError):
-    """A reward scheme name that is not in :data:`SCHEMES`; the message lists the known ones."""
-
-
-@dataclass(frozen=True)
-class RewardItem:
-    """One completion to score. ``answer`` None: no label (only ``orr1`` accepts that)."""
-
-    id: str
-    completion: str
-    answer: Any = None
-
-
-@dataclass(frozen=True)
-class Reward:
-    reward: float
-    correct: bool | None
-    parts: dict[str, float] = field(default_factory=dict)
-
-    def to_json(self, item_id: str) -> dict[str, Any]:
-        return {"id": item_id, "reward": self.reward, "correct": self.correct, "parts": dict(self.parts)}
-
-
-@dataclass(frozen=True)
-class _Run:
-    """What scoring needs from one completion's run (None result: no code was found)."""
-
-    item: RewardItem
-    result: ExecResult | None
-    submission: Parsed  # parsed with grading.parse_submission
-    correct: bool | None
 
 
 def _runs(items: Sequence[RewardItem], results: Sequence[ExecResult | None],
@@ -227,15 +202,7 @@ def _grouped(runs: Sequence[_Run], grading: str) -> list[Reward]:
     return [r for r in out if r is not None]
 
 
-@dataclass(frozen=True)
-class Scheme:
-    name: str
-    needs_answer: bool
-    score: Callable[[Sequence[_Run], str], list[Reward]]
-    description: str
-
-
-SCHEMES: dict[str, Scheme] = {
+SCHEMES.update({
     s.name: s
     for s in (
         Scheme("correct", True, correct_rewards, "1/0 by the grading profile"),
@@ -245,27 +212,7 @@ SCHEMES: dict[str, Scheme] = {
                "SIRL stage 1: format 0.5 + execution 1 + accuracy 2"),
         Scheme("orr1", False, _grouped, "OR-R1: format/6 + valid code + majority vote in the id group"),
     )
-}
-
-
-def register_scheme(name: str, *, needs_answer: bool, description: str
-                    ) -> Callable[[Callable[[Sequence[_Run], str], list[Reward]]], Callable[[Sequence[_Run], str], list[Reward]]]:
-    """The one way in for a reward scheme, as a decorator on its ``score(runs, grading) ->
-    list[Reward]``: ``@register_scheme("mine", needs_answer=True, description="...")``. A taken
-    name is an error; the decorated function is returned unchanged."""
-    def add(score: Callable[[Sequence[_Run], str], list[Reward]]) -> Callable[[Sequence[_Run], str], list[Reward]]:
-        if name in SCHEMES:
-            raise ValueError(f"reward scheme {name!r} is already registered")
-        SCHEMES[name] = Scheme(name, needs_answer, score, description)
-        return score
-    return add
-
-
-def get_scheme(name: str) -> Scheme:
-    try:
-        return SCHEMES[name]
-    except (KeyError, TypeError):
-        raise UnknownSchemeError(f"unknown reward scheme {name!r}; known: {', '.join(sorted(SCHEMES))}") from None
+})
 
 
 def check_names(scheme: str, extraction: str, grading: str) -> Scheme:

@@ -42,7 +42,7 @@ from typing import Any
 
 from evalcore.extraction import ExtractionProfile, register_profile
 from evalcore.grading import parse_submission
-from evalcore.rewards import Reward, _Run, register_scheme
+from evalcore.reward_registry import Reward, _Run, register_scheme
 from evalcore.sandbox.types import OK, ExecResult
 
 SIRL_COMMIT = "Cardinal-Operations/SIRL@8caaad14 SIRLTrain/reward_func/batch_score_gurobi.py"

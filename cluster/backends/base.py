@@ -40,6 +40,9 @@ class Backend:
     serve: ClassVar[bool] = False  # stands a Ray Serve app up in this cluster
     on_gpus: ClassVar[bool] = False  # its replicas hold GPUs: staged by GPU packing, deployed last
     in_process: ClassVar[bool] = False  # no endpoint at all: the worker calls it in its own process
+    # its endpoint is an OpenAI-compatible server that may refuse a request shape: checked by the
+    # driver's preflight before the model's first trajectory (cluster/driver/preflight.py)
+    asks_server: ClassVar[bool] = False
 
     # -- configuration ----------------------------------------------------------------------
 

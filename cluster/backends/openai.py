@@ -13,6 +13,7 @@ if TYPE_CHECKING:
 
 class OpenAIBackend(Backend):
     name = "openai"
+    asks_server = True
     section = "openai"
 
     def check(self, model: Mapping[str, Any], where: Where) -> None:

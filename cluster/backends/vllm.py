@@ -17,6 +17,7 @@ LLM_APP_NAME = "opteval-llm"
 
 class VllmBackend(Backend):
     name = "vllm"
+    asks_server = True
     section = "vllm"
     serve = True
     on_gpus = True
@@ -66,6 +67,7 @@ class StandinBackend(VllmBackend):
     stages, placement, readiness and teardown on fake GPUs, without vLLM."""
 
     name = "standin"
+    asks_server = False  # the simulated stand-in never refuses
     simulated = True
     standin = True
 

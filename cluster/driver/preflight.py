@@ -20,6 +20,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from cluster import config as cconf
+from cluster.backends import BACKEND_KEY, backend_of
 from cluster.config_errors import ConfigError
 from cluster.driver.prepare import Prepared
 from cluster.endpoint import Endpoint
@@ -27,7 +28,6 @@ from evalcore.finish_reasons import rejection
 from evalcore.harnesses._common import stage_sampling
 from evalcore.models.base import Message, ModelError, Sampling
 
-CHECKED_BACKENDS = ("openai", "vllm")
 INSTRUCTION = "Reply with the single word OK. (A connectivity check; the problem below needs no answer.)"
 MODELS_TIMEOUT_S = 30.0
 _MAX_TOKENS_HINT = "set sampling.max_tokens or serve with a longer context"
@@ -75,8 +75,10 @@ def messages_for(prep: Prepared, model: str) -> list[Message]:
 
 
 def checked(prep: Prepared, model: str, ep: Endpoint) -> bool:
-    backend = str(prep.model_cfgs.get(model, {}).get("backend") or "")
-    return backend in CHECKED_BACKENDS and not ep.simulated and bool(ep.base_url)
+    cfg = prep.model_cfgs.get(model)
+    if not cfg or BACKEND_KEY not in cfg:
+        return False
+    return backend_of(cfg).asks_server and not ep.simulated and bool(ep.base_url)
 
 
 async def preflight(prep: Prepared, endpoints: dict[str, Endpoint]) -> None:

@@ -15,7 +15,7 @@ from importlib import metadata
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-FIRST_PARTY = {"evalcore", "cluster", "jobs", "tests"}
+FIRST_PARTY = {"evalcore", "cluster", "jobs", "tests", "opteval_configs"}  # opteval_configs: configs/ in the wheel
 PROJECT = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
 
 # module -> where it comes from, for modules no core dependency provides

@@ -121,7 +121,7 @@ def test_env_data_dir_is_used_by_load(monkeypatch, shared_benchmarks):
 
 
 def test_missing_file_names_path_and_fetch_command(tmp_path):
-    with pytest.raises(BenchmarkLoadError, match=r"nl4opt\.jsonl.*jobs/data\.py fetch nl4opt"):
+    with pytest.raises(BenchmarkLoadError, match=r"nl4opt\.jsonl.*opteval data fetch nl4opt"):
         load_benchmark("nl4opt", tmp_path)
 
 

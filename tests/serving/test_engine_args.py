@@ -35,7 +35,8 @@ def test_engine_kwarg_typo_is_refused_with_a_hint():
 
 @pytest.mark.parametrize("ongoing,ok", [(48, True), (96, True), (32, False), (97, False)])
 def test_max_ongoing_requests_is_checked_against_max_num_seqs(ongoing, ok):
-    m = _m("Qwen3-4B")  # max_num_seqs 48
+    m = _m("Qwen3-4B")
+    m["vllm"]["engine_kwargs"]["max_num_seqs"] = 48  # the batch the bounds are read against
     m["vllm"]["deployment"]["max_ongoing_requests"] = ongoing
     m["vllm"]["deployment"]["autoscaling_config"]["target_ongoing_requests"] = min(ongoing, 36)
     if ok:

@@ -1,0 +1,78 @@
+"""The reward schemes' registry and the types every scheme module shares.
+
+A leaf: ``evalcore.rewards`` (the paper-text schemes) and ``evalcore.rewards_released`` (the
+released-code ones) both register here, and ``evalcore.rewards`` imports the released module so
+one import loads every scheme; neither imports the other back.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from evalcore.grading import Parsed
+from evalcore.sandbox.types import ExecResult
+
+
+class UnknownSchemeError(ValueError):
+    """A reward scheme name that is not in :data:`SCHEMES`; the message lists the known ones."""
+
+
+@dataclass(frozen=True)
+class RewardItem:
+    """One completion to score. ``answer`` None: no label (only ``orr1`` accepts that)."""
+
+    id: str
+    completion: str
+    answer: Any = None
+
+
+@dataclass(frozen=True)
+class Reward:
+    reward: float
+    correct: bool | None
+    parts: dict[str, float] = field(default_factory=dict)
+
+    def to_json(self, item_id: str) -> dict[str, Any]:
+        return {"id": item_id, "reward": self.reward, "correct": self.correct, "parts": dict(self.parts)}
+
+
+@dataclass(frozen=True)
+class _Run:
+    """What scoring needs from one completion's run (None result: no code was found)."""
+
+    item: RewardItem
+    result: ExecResult | None
+    submission: Parsed  # parsed with grading.parse_submission
+    correct: bool | None
+
+
+@dataclass(frozen=True)
+class Scheme:
+    name: str
+    needs_answer: bool
+    score: Callable[[Sequence[_Run], str], list[Reward]]
+    description: str
+
+
+SCHEMES: dict[str, Scheme] = {}
+
+
+def register_scheme(name: str, *, needs_answer: bool, description: str
+                    ) -> Callable[[Callable[[Sequence[_Run], str], list[Reward]]], Callable[[Sequence[_Run], str], list[Reward]]]:
+    """The one way in for a reward scheme, as a decorator on its ``score(runs, grading) ->
+    list[Reward]``: ``@register_scheme("mine", needs_answer=True, description="...")``. A taken
+    name is an error; the decorated function is returned unchanged."""
+    def add(score: Callable[[Sequence[_Run], str], list[Reward]]) -> Callable[[Sequence[_Run], str], list[Reward]]:
+        if name in SCHEMES:
+            raise ValueError(f"reward scheme {name!r} is already registered")
+        SCHEMES[name] = Scheme(name, needs_answer, score, description)
+        return score
+    return add
+
+
+def get_scheme(name: str) -> Scheme:
+    try:
+        return SCHEMES[name]
+    except (KeyError, TypeError):
+        raise UnknownSchemeError(f"unknown reward scheme {name!r}; known: {', '.join(sorted(SCHEMES))}") from None
