@@ -288,7 +288,11 @@ def configs_dir() -> Path:
     env = os.environ.get(CONFIGS_ENV)
     if env:
         return Path(env).expanduser().resolve()
-    for cand in (Path.cwd() / "configs", Path(__file__).resolve().parents[1] / "configs"):
+    try:
+        here: list[Path] = [Path.cwd() / "configs"]
+    except OSError:  # a process whose working directory was removed (a Ray worker's temp dir)
+        here = []
+    for cand in (*here, Path(__file__).resolve().parents[1] / "configs"):
         if (cand / "sweep.yaml").is_file() and (cand / "methods").is_dir():
             return cand.resolve()
     import opteval_configs  # the wheel's copy (an editable install maps it to the checkout's configs/)
