@@ -20,7 +20,8 @@ from typing import Any
 import pandas as pd
 
 from cluster.config import TRACE_MODES
-from evalcore.reporting.view.model import Detail, detail, rows_with_missing
+from evalcore.reporting.frame import to_frame
+from evalcore.reporting.view.model import Detail, detail
 
 __all__ = ["KEY_TAG", "TRACE_MODES", "log_trace", "log_traces", "logged_keys", "select"]
 KEY_TAG = "opteval.key"
@@ -29,7 +30,7 @@ SEARCH_PAGE = 500
 
 def select(table: Any, plan: Any, mode: str, per_cell: int) -> pd.DataFrame:
     """The committed rows to trace: all, none, or every row a reader opens plus ``per_cell`` per cell."""
-    df = rows_with_missing(table, None)
+    df = to_frame(table)  # every ledger column, the last attempt per key
     if plan is not None and len(df):
         df = df[df["key"].isin(set(plan.column("key").to_pylist()))]
     if mode == "none" or not len(df):

@@ -36,17 +36,19 @@ class UsageError(ValueError):
     pass
 
 
-def parse_args(argv: list[str]) -> tuple[dict[str, Any], list[str]]:
-    """Split our flags from the OmegaConf dotlist (which names the sweep)."""
-    opts: dict[str, Any] = dict.fromkeys(FLAGS, False)
-    opts.update(dict.fromkeys(VALUED))
+def parse_args(argv: list[str], flags: tuple[str, ...] = FLAGS, valued: tuple[str, ...] = VALUED
+               ) -> tuple[dict[str, Any], list[str]]:
+    """Split our flags from the OmegaConf dotlist (which names the sweep); the other ledger readers
+    (jobs/view.py) pass their own ``flags`` (no value) and ``valued`` options."""
+    opts: dict[str, Any] = dict.fromkeys(flags, False)
+    opts.update(dict.fromkeys(valued))
     rest: list[str] = []
     it = iter(argv)
     for arg in it:
         name, eq, value = arg.partition("=")
-        if arg in FLAGS:
+        if arg in flags:
             opts[arg] = True
-        elif name in VALUED:
+        elif name in valued:
             if not eq:
                 following = next(it, None)
                 if following is None:
@@ -54,7 +56,7 @@ def parse_args(argv: list[str]) -> tuple[dict[str, Any], list[str]]:
                 value = following
             opts[name] = value
         elif arg.startswith("--"):
-            raise UsageError(f"unknown option {arg} (known: {', '.join(FLAGS + VALUED)})")
+            raise UsageError(f"unknown option {arg} (known: {', '.join(flags + valued)})")
         else:
             rest.append(arg)
     return opts, rest
@@ -152,22 +154,25 @@ def no_plan_message(ledger: Ledger) -> str:
     return f"{ledger.uri} has no plan.parquet (the sweep never started)"
 
 
-def check_out_dir(out: Path) -> None:
-    """``--out`` must be a directory we can create and write, before the report is built."""
+def check_out_dir(out: Path, what: str = "the report") -> None:
+    """``--out`` must be a directory we can create and write, before ``what`` is built
+    (``what`` empty: the line says only that it cannot be written)."""
     try:
         out.mkdir(parents=True, exist_ok=True)
         probe = out / f".opteval-write-test-{os.getpid()}"
         probe.write_bytes(b"")
         probe.unlink()
     except OSError as exc:
-        raise UsageError(f"--out {out}: cannot write the report there ({exc.strerror or exc})") from None
+        target = f" {what}" if what else ""
+        raise UsageError(f"--out {out}: cannot write{target} there ({exc.strerror or exc})") from None
 
 
-def default_out(ledger: Ledger) -> Path:
+def default_out(ledger: Ledger, folder: str = "report") -> Path:
+    """``<ledger>/<folder>`` for a local ledger; a remote one needs --out."""
     uri = str(ledger.uri)
     if "://" in uri and not uri.startswith("file://"):
-        raise UsageError(f"the ledger is on {uri}; pass --out DIR for the report files")
-    return Path(uri.removeprefix("file://")) / "report"
+        raise UsageError(f"the ledger is on {uri}; pass --out DIR for the {folder} files")
+    return Path(uri.removeprefix("file://")) / folder
 
 
 def from_mlflow(cfg: SweepConfig) -> int:

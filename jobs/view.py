@@ -14,53 +14,13 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
 
 from cluster.config import ConfigError, load_config
 from cluster.ledger import Ledger, LedgerError
-from jobs.report import UsageError, answer_keys
+from jobs.report import UsageError, answer_keys, check_out_dir, default_out, no_plan_message, parse_args
 
 FLAGS = ("--mlflow",)
 VALUED = ("--out", "--max-pages")
-
-
-def parse_args(argv: list[str]) -> tuple[dict[str, Any], list[str]]:
-    opts: dict[str, Any] = dict.fromkeys(FLAGS, False) | dict.fromkeys(VALUED)
-    rest: list[str] = []
-    it = iter(argv)
-    for arg in it:
-        name, eq, value = arg.partition("=")
-        if arg in FLAGS:
-            opts[arg] = True
-        elif name in VALUED:
-            if not eq:
-                value = next(it, None)  # type: ignore[assignment]
-                if value is None:
-                    raise UsageError(f"{name} needs a value")
-            opts[name] = value
-        elif arg.startswith("--"):
-            raise UsageError(f"unknown option {arg} (known: {', '.join(FLAGS + VALUED)})")
-        else:
-            rest.append(arg)
-    return opts, rest
-
-
-def local_dir(ledger: Ledger, sub: str, flag: str) -> Path:
-    uri = str(ledger.uri)
-    if "://" in uri and not uri.startswith("file://"):
-        raise UsageError(f"the ledger is on {uri}; pass {flag} DIR for the {sub} files")
-    return Path(uri.removeprefix("file://")) / sub
-
-
-def writable_dir(path: Path, flag: str) -> Path:
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-        probe = path / ".opteval-write-probe"
-        probe.write_text("")
-        probe.unlink()
-    except OSError as exc:
-        raise UsageError(f"{flag} {path}: cannot write there ({exc.strerror or exc})") from None
-    return path
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -71,7 +31,7 @@ def main(argv: list[str] | None = None) -> int:
         print(__doc__.strip())
         return 0
     try:
-        opts, rest = parse_args(argv)
+        opts, rest = parse_args(argv, FLAGS, VALUED)
         max_pages = DEFAULT_MAX_PAGES if opts["--max-pages"] is None else int(opts["--max-pages"])
         if max_pages < 0:
             raise UsageError(f"--max-pages must be at least 0, got {max_pages}")
@@ -79,8 +39,9 @@ def main(argv: list[str] | None = None) -> int:
         ledger = Ledger.open_existing(cfg.sweep.output_dir, cfg.sweep.name)
         plan = ledger.read_plan()
         if plan is None:
-            raise UsageError(f"{ledger.uri} has no plan.parquet (it was deleted, or the sweep never started)")
-        out = writable_dir(Path(opts["--out"]) if opts["--out"] else local_dir(ledger, "view", "--out"), "--out")
+            raise UsageError(no_plan_message(ledger))
+        out = Path(opts["--out"]) if opts["--out"] else default_out(ledger, "view")
+        check_out_dir(out, what="")
         table = ledger.read_table()
     except ValueError as exc:
         if not isinstance(exc, (ConfigError, UsageError)):

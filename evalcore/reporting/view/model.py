@@ -7,7 +7,6 @@ answer key where the data is present): nothing is re-run.
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -17,7 +16,7 @@ import pandas as pd
 
 from evalcore.grading import PROFILES, parse_submission
 from evalcore.problems import AnswerKey
-from evalcore.reporting.frame import _nn, to_frame
+from evalcore.reporting.frame import _loads, _nn, to_frame
 
 STATUS_MISSING = "missing"  # planned, never committed: counts as wrong in every table
 
@@ -84,17 +83,6 @@ def page_name(key: str) -> str:
     return f"traj-{hashlib.sha256(key.encode()).hexdigest()[:16]}.html"
 
 
-def _json_list(text: Any) -> list[Any]:
-    text = _nn(text)
-    if not text:
-        return []
-    try:
-        value = json.loads(text)
-    except (TypeError, ValueError):
-        return []
-    return value if isinstance(value, list) else []
-
-
 def _int(v: Any) -> int | None:
     v = _nn(v)
     return None if v is None else int(v)
@@ -134,8 +122,8 @@ def explain(row: Mapping[str, Any], answer: str | None) -> str:
 
 
 def detail(row: Mapping[str, Any], answer: str | None = None) -> Detail:
-    transcript = _json_list(row.get("transcript"))
-    records = _json_list(row.get("calls"))
+    transcript = _loads(row.get("transcript"))
+    records = _loads(row.get("calls"))
     calls = []
     for i, entry in enumerate(e for e in transcript if isinstance(e, dict)):
         idx = entry.get("call", i)
@@ -153,7 +141,7 @@ def detail(row: Mapping[str, Any], answer: str | None = None) -> Detail:
         Execution(index=i, turn=e.get("turn"), outcome=str(e.get("outcome") or ""), code=str(e.get("code") or ""),
                   stdout=str(e.get("stdout_tail") or ""), stderr=str(e.get("stderr_tail") or ""),
                   submission=e.get("submission"), wall_s=e.get("wall_s"), exit_code=e.get("exit_code"))
-        for i, e in enumerate(x for x in _json_list(row.get("execs")) if isinstance(x, dict))
+        for i, e in enumerate(x for x in _loads(row.get("execs")) if isinstance(x, dict))
     ]
     return Detail(
         key=str(row["key"]), model=str(row["model"]), method=str(row["method"]), benchmark=str(row["benchmark"]),
