@@ -155,19 +155,25 @@ _SIRL_FENCE = re.compile(r"```python(.*?)```", re.S)
 _SIRL_SOLVE = re.compile(r"^(\s*)(\w+)\.(optimize|solve)\(\)", re.M)
 
 
-def _sirl_code(text: str) -> str | None:
+def sirl_block(text: str) -> str | None:
+    """SIRL's code block: the ``<python>`` tag's content (a ```python fence inside it unwrapped),
+    else the first ```python fence; stripped, possibly empty; None when there is neither. The
+    evaluation profile here and the released trainer's (evalcore.rewards_released) both read it."""
     text = text or ""
     tag = _SIRL_TAG.search(text)
-    code = None
     if tag:
         code = tag.group(1).strip()
         if "```" in code:
             inner = _SIRL_FENCE.search(code)
             if inner:
                 code = inner.group(1).strip()
-    else:
-        fence = _SIRL_FENCE.search(text)
-        code = fence.group(1).strip() if fence else None
+        return code
+    fence = _SIRL_FENCE.search(text)
+    return fence.group(1).strip() if fence else None
+
+
+def _sirl_code(text: str) -> str | None:
+    code = sirl_block(text)
     if not code:
         return None
     return _sirl_insert_print(code)

@@ -40,7 +40,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from evalcore.extraction import ExtractionProfile, register_profile
+from evalcore.extraction import ExtractionProfile, register_profile, sirl_block
 from evalcore.grading import parse_submission
 from evalcore.reward_registry import Reward, _Run, register_scheme
 from evalcore.sandbox.types import OK, ExecResult
@@ -73,8 +73,6 @@ SIRL_CODE_WEIGHT = 1.0
 SIRL_CRITERION = 1e-6
 SIRL_TIMEOUT_S = 5.0  # PythonExecutor(timeout_length=5)
 SIRL_OBJ = "Just print the best obj:"
-_SIRL_TAG = re.compile(r"<python>(.*?)</python>", re.S)
-_SIRL_FENCE = re.compile(r"```python(.*?)```", re.S)
 _SIRL_MODEL = re.compile(r"^(\s*)(\w+)\.(optimize|solve)\(\)", re.M)
 _SIRL_NUMBER = re.compile(r"-?\d+\.?\d*")
 _SIRL_FORBIDDEN = (re.compile(r"(\s|^)?input\("), re.compile(r"(\s|^)?os.system\("))
@@ -105,20 +103,8 @@ def _sirl_insert_print(code: str) -> str:
 def sirl_program(text: str) -> str | None:
     """``content_utils.extract_code_block(text, "gurobi")``, then the executor's refusal of
     ``input(``/``os.system(`` (a RuntimeError, so no code credit) as a program that raises."""
-    text = text or ""
-    code: str | None = None
-    tag = _SIRL_TAG.search(text)
-    if tag:
-        code = tag.group(1).strip()
-        if "```" in code:
-            inner = _SIRL_FENCE.search(code)
-            if inner:
-                code = inner.group(1).strip()
-        code = _sirl_insert_print(code)
-    else:
-        fence = _SIRL_FENCE.search(text)
-        if fence:
-            code = _sirl_insert_print(fence.group(1).strip())
+    block = sirl_block(text)
+    code = None if block is None else _sirl_insert_print(block)
     if code is not None and any(p.search(code) for p in _SIRL_FORBIDDEN):
         return 'raise RuntimeError("Input or system commands are not allowed")\n'
     return code
