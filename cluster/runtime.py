@@ -31,6 +31,19 @@ STARTUP_TIMEOUTS = ("timed out during startup", "gcs has become overloaded", "fa
                     "deadline exceeded", "failed to register worker")
 
 
+# Serve's proxy health checks (ray/serve/_private/constants.py): a readiness check of 5 s and
+# health checks of 10 s, three misses and the controller kills the proxy. On a loaded machine
+# (CI with busy processes beside the run) a healthy proxy misses them and is killed in a loop,
+# so serve.start never returns. For a cluster we start, the controller gets generous bounds
+# (an existing one keeps its own settings; a user's environment wins over these defaults).
+SERVE_PATIENCE_ENV = {
+    "RAY_SERVE_PROXY_READY_CHECK_TIMEOUT_S": "120",
+    "RAY_SERVE_PROXY_HEALTH_CHECK_TIMEOUT_S": "120",
+    "RAY_SERVE_PROXY_HEALTH_CHECK_PERIOD_S": "30",
+    "RAY_SERVE_PROXY_GRACEFUL_SHUTDOWN_TIMEOUT_S": "30",
+}
+
+
 class RayStartupError(RuntimeError):
     """Ray did not start within its attempts (a loaded machine, a GCS that does not answer).
     jobs/sweep.py and jobs/rewards.py print it as one line and exit 5 (EXIT_STARTUP)."""
@@ -135,6 +148,8 @@ def _local_init_kwargs(num_cpus: int | None, dashboard: bool) -> dict[str, Any]:
     the driver's script directory and working directory to every worker's path."""
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    for key, value in SERVE_PATIENCE_ENV.items():  # the raylet, and so every worker, inherits them
+        os.environ.setdefault(key, value)
     return {
         # "local" always starts a new cluster: never attach to one started by `ray start`
         # (or named by a stale /tmp/ray/ray_current_cluster) that the user did not ask for.
@@ -150,7 +165,8 @@ def _local_init_kwargs(num_cpus: int | None, dashboard: bool) -> dict[str, Any]:
         "log_to_driver": True,
         # the workers' auth mode must be the cluster's: "disabled" by default, but a shell that
         # exported RAY_AUTH_MODE=token for `ray start` (README) makes this local cluster token too
-        "runtime_env": {"env_vars": {"RAY_AUTH_MODE": os.environ["RAY_AUTH_MODE"]}},
+        "runtime_env": {"env_vars": {"RAY_AUTH_MODE": os.environ["RAY_AUTH_MODE"],
+                                     **{k: os.environ[k] for k in SERVE_PATIENCE_ENV}}},
     }
 
 
