@@ -131,9 +131,12 @@ def _yaml(path: Path) -> dict[str, Any]:
 
 
 def vllm_model_files(models_dir: Path = MODELS_DIR) -> list[Path]:
+    """The GPU-served vLLM model YAMLs (a CPU engine's, ``gpus_per_replica: 0``, sizes its own
+    batch: the GPU memory rule does not apply to it)."""
     from cluster.backends import BACKEND_KEY, backend_of
 
-    return sorted(p for p in models_dir.glob("*.yaml") if BACKEND_KEY in (y := _yaml(p)) and backend_of(y).on_gpus)
+    return sorted(p for p in models_dir.glob("*.yaml") if BACKEND_KEY in (y := _yaml(p)) and backend_of(y).on_gpus
+                  and _vllm(y).get("gpus_per_replica", 1) != 0)
 
 
 def rewrite(path: Path, bs: BatchSize) -> bool:

@@ -45,8 +45,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, fields, is_dataclass
 from typing import Any
 
+from cluster.config_errors import ConfigError
 from cluster.endpoint import Endpoint
-from cluster.model_sections import VllmSection
+from cluster.model_sections import VllmSection, check_vllm_section
 from cluster.serve_apps import (  # noqa: F401  (re-exported: part of this module's API)
     LLM_APP_NAME,
     PREFIX_TREE_ACTOR,
@@ -96,8 +97,9 @@ class VLLMNotInstalled(ImportError):
     """``ray.serve.llm`` could not be imported (no vLLM on this machine)."""
 
 
-class ModelConfigError(ValueError):
-    """A model YAML does not describe a servable vLLM model; the message names model and key."""
+class ModelConfigError(ConfigError):
+    """A model YAML does not describe a servable vLLM model; the message names model and key
+    (a ConfigError: a sweep prints it as one line and exits 2)."""
 
 
 INGRESS_DEPLOYMENT = "OpenAiIngress"
@@ -158,16 +160,80 @@ def _vllm_section(model_cfg: Mapping[str, Any]) -> dict[str, Any]:
                                f"allowed: {sorted(_VLLM_KEYS)}")
     if not vc.get("source"):
         raise ModelConfigError(f"model {name!r}: vllm.source is required (hub id, path or s3:// URI)")
+    check_vllm_section(vc, lambda key, msg: ModelConfigError(f"model {name!r}: {key}: {msg}"))
     return dict(vc)
 
 
+def _workers(vc: Mapping[str, Any]) -> int:
+    """Engine workers of one replica: vLLM's tensor x pipeline parallel size."""
+    ek = dict(vc.get("engine_kwargs") or {})
+    return int(ek.get("tensor_parallel_size", 1)) * int(ek.get("pipeline_parallel_size", 1))
+
+
+def _own_bundles(vc: Mapping[str, Any], workers: int) -> tuple[list[dict[str, float]], str] | None:
+    """The replica's bundles and strategy when the YAML sets ``placement_group_config``, else None."""
+    own = dict(vc.get("placement_group_config") or {})
+    if own.get("bundles"):
+        bundles = [dict(b) for b in own["bundles"]]
+    elif own.get("bundle_per_worker"):
+        bundles = [dict(own["bundle_per_worker"]) for _ in range(workers)]
+    else:
+        return None
+    return bundles, str(own.get("strategy") or "PACK")
+
+
+def model_source(vc: Mapping[str, Any]) -> str:
+    """``vllm.source`` as the replica reads it: a local path starting with ``~`` expanded (the
+    driver's home; a hub id or an s3:// / gs:// URI is left as it is)."""
+    import os
+
+    src = str(vc["source"])
+    return os.path.expanduser(src) if src.startswith("~") else src
+
+
+def local_source(vc: Mapping[str, Any]) -> str | None:
+    """The source as a local directory when it names one (absolute, ``~`` or ``./``), else None."""
+    src = model_source(vc)
+    return src if src.startswith(("/", "./", "../")) else None
+
+
+def check_local_source(model_cfg: Mapping[str, Any]) -> None:
+    """A local ``vllm.source`` must be a directory holding a ``config.json`` (what vLLM loads);
+    else a :class:`ModelConfigError` naming the model, the path and, for a directory that
+    ``opteval models build`` makes, the command that builds it."""
+    from pathlib import Path
+
+    from evalcore.models.builds import build_for
+
+    model_cfg = _plain(model_cfg)
+    path = local_source(_vllm_section(model_cfg))
+    if path is None or (Path(path) / "config.json").is_file():
+        return
+    recipe = build_for(path)
+    how = f"; build it once: opteval models build {recipe}" if recipe else ""
+    raise ModelConfigError(f"model {_name(model_cfg)!r}: vllm.source {path} is not a model directory "
+                           f"(no config.json){how}")
+
+
 def gpus_per_replica(model_cfg: Mapping[str, Any]) -> int:
-    """GPUs one replica occupies: vLLM's tensor x pipeline parallel size."""
+    """GPUs one replica occupies: vLLM's tensor x pipeline parallel size, or what the YAML's
+    placement bundles hold (0: a CPU engine)."""
     model_cfg = _plain(model_cfg)
     vc = _vllm_section(model_cfg)
-    ek = dict(vc.get("engine_kwargs") or {})
-    n = int(ek.get("tensor_parallel_size", 1)) * int(ek.get("pipeline_parallel_size", 1))
+    n = _workers(vc)
     declared = vc.get("gpus_per_replica")
+    own = _own_bundles(vc, n)
+    if own is not None:  # the YAML's bundles say how many GPUs a replica holds (none: a CPU engine)
+        held = round(sum(float(b.get("GPU", 0)) for b in own[0]))
+        if held and held != n:
+            raise ModelConfigError(
+                f"model {_name(model_cfg)!r}: vllm.placement_group_config holds {held} GPU(s) but "
+                f"tensor_parallel_size x pipeline_parallel_size = {n}")
+        if declared is not None and int(declared) != held:
+            raise ModelConfigError(
+                f"model {_name(model_cfg)!r}: vllm.gpus_per_replica={declared} but vllm.placement_group_config's "
+                f"bundles hold {held} GPU(s)" + (" (a CPU engine: set gpus_per_replica: 0)" if not held else ""))
+        return held
     if declared is not None and int(declared) != n:
         raise ModelConfigError(
             f"model {_name(model_cfg)!r}: vllm.gpus_per_replica={declared} but tensor_parallel_size x "
@@ -234,17 +300,17 @@ def placement(model_cfg: Mapping[str, Any], cfg: Any = None) -> dict[str, Any]:
     vc = _vllm_section(model_cfg)
     n = gpus_per_replica(model_cfg)
     acc = accelerator_type(model_cfg, cfg)
-    own = vc.get("placement_group_config")
-    if own:
-        bundles = [dict(b) for b in own.get("bundles") or [dict(own["bundle_per_worker"]) for _ in range(n)]]
-        strategy = str(own.get("strategy", "PACK"))
+    own = _own_bundles(vc, _workers(vc))
+    if own is not None:
+        bundles, strategy = own
     else:
         cpus = float(serving.get("cpus_per_gpu", 1.0))
         bundles = [{"GPU": 1, "CPU": cpus} for _ in range(n)]
         strategy = "STRICT_PACK" if n > 1 else "PACK"
     if acc:
         for b in bundles:
-            b.setdefault(f"accelerator_type:{acc}", 0.001)
+            if float(b.get("GPU", 0)) > 0:  # the type is a GPU's; a CPU engine's bundles stay as they are
+                b.setdefault(f"accelerator_type:{acc}", 0.001)
     dep = _deployment_config(model_cfg, vc)
     return {"model": _name(model_cfg), "gpus": n, "cpus": sum(float(b.get("CPU", 0)) for b in bundles),
             "accelerator_type": acc, "strategy": strategy, "bundles": bundles,
@@ -296,7 +362,7 @@ def llm_config_dict(model_cfg: Mapping[str, Any], cfg: Any = None) -> dict[str, 
     vc = _vllm_section(model_cfg)
     name = _name(model_cfg)
     gpus_per_replica(model_cfg)  # checks the declared GPU count against the parallel sizes
-    mlc: dict[str, Any] = {"model_id": name, "model_source": str(vc["source"])}
+    mlc: dict[str, Any] = {"model_id": name, "model_source": model_source(vc)}
     if vc.get("tokenizer_source"):
         mlc["tokenizer_source"] = str(vc["tokenizer_source"])
     dep = _deployment_config(model_cfg, vc)
@@ -325,8 +391,9 @@ def llm_config_dict(model_cfg: Mapping[str, Any], cfg: Any = None) -> dict[str, 
     }
     if pl["accelerator_type"]:
         out["accelerator_type"] = pl["accelerator_type"]
-    if vc.get("runtime_env"):
-        out["runtime_env"] = dict(vc["runtime_env"])
+    env_vars = dict((vc.get("runtime_env") or {}).get("env_vars") or {})
+    if env_vars:  # the replica's, and so its engine's (vLLM's CPU build reads VLLM_CPU_* there)
+        out["runtime_env"] = {"env_vars": {str(k): str(v) for k, v in env_vars.items()}}
     return out
 
 
@@ -486,6 +553,9 @@ def deploy_stage(model_cfgs: Iterable[Mapping[str, Any]], cfg: Any = None, *, ap
     timeout = float(ready_timeout_s if ready_timeout_s is not None else serving.get("ready_timeout_s", 900))
     check_placement(models, cfg)
     standin = bool(serving.get("standin")) if standin is None else standin
+    if not standin:
+        for m in models:
+            check_local_source(m)
     app = build_standin_app(models, cfg) if standin else build_llm_app(models, cfg)
     try:
         serve.run_many([serve.RunTarget(app, name=app_name, route_prefix=route_prefix, logging_config=QUIET_LOGS)],

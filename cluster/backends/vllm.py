@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from cluster.backends.base import Backend, Where
+from cluster.model_sections import check_vllm_section
 
 if TYPE_CHECKING:
     from cluster.endpoint import Endpoint
@@ -24,8 +25,10 @@ class VllmBackend(Backend):
     standin = False  # whether the replicas answer with the simulated policy
 
     def check(self, model: Mapping[str, Any], where: Where) -> None:
-        if not dict(model.get("vllm") or {}).get("source"):
+        vc = dict(model.get("vllm") or {})
+        if not vc.get("source"):
             raise where.error("vllm.source", "the vllm backend needs vllm.source")
+        check_vllm_section(vc, where.error)
 
     def for_serving(self, serving: Any) -> Backend:
         return STANDIN if serving is not None and bool(serving.standin) else self
