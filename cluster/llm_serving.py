@@ -58,6 +58,8 @@ from cluster.serve_apps import (  # noqa: F401  (re-exported: part of this modul
     ModelNotReady,
     UnplaceableModel,
     app_state,
+    engine_error,
+    last_exception,
     prefix_tree_actors,
     probe_model,
     server_deployment_name,
@@ -299,7 +301,7 @@ def placement(model_cfg: Mapping[str, Any], cfg: Any = None) -> dict[str, Any]:
     serving = _serving_section(cfg)
     vc = _vllm_section(model_cfg)
     n = gpus_per_replica(model_cfg)
-    acc = accelerator_type(model_cfg, cfg)
+    acc = accelerator_type(model_cfg, cfg) if n else None  # a GPU's type; a CPU engine has none
     own = _own_bundles(vc, _workers(vc))
     if own is not None:
         bundles, strategy = own
@@ -309,7 +311,7 @@ def placement(model_cfg: Mapping[str, Any], cfg: Any = None) -> dict[str, Any]:
         strategy = "STRICT_PACK" if n > 1 else "PACK"
     if acc:
         for b in bundles:
-            if float(b.get("GPU", 0)) > 0:  # the type is a GPU's; a CPU engine's bundles stay as they are
+            if float(b.get("GPU", 0)) > 0:  # the type is a GPU's: a bundle without one stays as it is
                 b.setdefault(f"accelerator_type:{acc}", 0.001)
     dep = _deployment_config(model_cfg, vc)
     return {"model": _name(model_cfg), "gpus": n, "cpus": sum(float(b.get("CPU", 0)) for b in bundles),

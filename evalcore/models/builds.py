@@ -27,6 +27,7 @@ import tempfile
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 CACHE_ENV = "OPTEVAL_CACHE"
 DEFAULT_CACHE = "~/.cache/opteval"
@@ -130,29 +131,30 @@ def _wheel(recipe: Recipe) -> Path:
     return whl
 
 
-def _import_tools() -> tuple[object, object]:
+def _import_tools() -> tuple[Any, Any]:
     try:
         import torch
         import transformers
     except ImportError as exc:
         raise MissingBuildTools(f"building a model needs {', '.join(BUILD_TOOLS)} ({exc}); "
                                 f"pip install 'opteval[models]' (the vllm tier's environment has them)") from exc
-    for mod in ("gguf", "accelerate"):
-        try:
-            __import__(mod)
-        except ImportError as exc:
-            raise MissingBuildTools(f"building a model needs {mod} ({exc}); pip install 'opteval[models]'") from exc
+    try:  # transformers reads GGUF files with gguf, and loads them through accelerate
+        import accelerate  # noqa: F401
+        import gguf  # noqa: F401
+    except ImportError as exc:
+        raise MissingBuildTools(f"building a model needs {', '.join(BUILD_TOOLS)} ({exc}); "
+                                f"pip install 'opteval[models]'") from exc
     return torch, transformers
 
 
 def _convert(gguf_dir: Path, gguf_name: str, out: Path) -> None:
     """GGUF -> bf16 Hugging Face directory (weights, config, tokenizer, chat template)."""
     torch, transformers = _import_tools()
-    auto_model = transformers.AutoModelForCausalLM  # type: ignore[attr-defined]
-    tok = transformers.AutoTokenizer.from_pretrained(str(gguf_dir), gguf_file=gguf_name)  # type: ignore[attr-defined]
+    auto_model = transformers.AutoModelForCausalLM
+    tok = transformers.AutoTokenizer.from_pretrained(str(gguf_dir), gguf_file=gguf_name)
     if not tok.chat_template:
         raise BuildError(f"{gguf_name}: the GGUF carries no chat template")
-    quantized = auto_model.from_pretrained(str(gguf_dir), gguf_file=gguf_name, dtype=torch.bfloat16)  # type: ignore[attr-defined]
+    quantized = auto_model.from_pretrained(str(gguf_dir), gguf_file=gguf_name, dtype=torch.bfloat16)
     config = quantized.config
     if hasattr(config, "quantization_config"):  # what makes save_pretrained refuse
         del config.quantization_config

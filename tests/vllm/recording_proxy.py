@@ -68,7 +68,7 @@ class RecordingProxy:
                 self.end_headers()
                 self.wfile.write(content)
 
-            do_GET = do_POST = _relay  # noqa: N815 (http.server's names)
+            do_GET = do_POST = _relay
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True

@@ -76,14 +76,14 @@ def fake_app(tier_ray: tuple[str, int]) -> Any:
         probes.append((time.time(), got))
         return got
 
-    sa.probe_model = recording_probe  # type: ignore[assignment]
+    sa.probe_model = recording_probe
     try:
         t0 = time.monotonic()
         eps = ls.deploy_stage([fake_model(name, FAKE_ENGINE_START_DELAY_S=str(START_DELAY_S))], serving_cfg(port),
                               app_name=ls.llm_app_name(name), route_prefix=ls.llm_route_prefix(name))
-        app = FakeApp(eps[name].base_url, name, time.monotonic() - t0, probes, time.time())
+        app = FakeApp(str(eps[name].base_url), name, time.monotonic() - t0, probes, time.time())
     finally:
-        sa.probe_model = real_probe  # type: ignore[assignment]
+        sa.probe_model = real_probe
 
     def late() -> None:
         t = time.monotonic()
