@@ -34,6 +34,7 @@ that ``serving`` section itself.
     build_standin_app(model_cfgs, cfg=None)                # serving.standin: same placement, simulated
     wait_app_ready, teardown, app_state, probe_model       # from cluster.serve_apps (re-exported)
     require_vllm() -> None                                 # VLLMNotInstalled with the install hint
+    check_local_source(model_cfg)                          # a missing local model directory, named (+ build hint)
 
 The served model id is the config's ``name`` (``Qwen3-4B``), so a request's ``model`` is
 the same string the sweep, the ledger and the plots use.
@@ -83,7 +84,8 @@ GPU_EXTRA_HINT = "install the gpu extra: pip install -e '.[gpu]' (vLLM + ray[ser
 #   (vLLM engine + frontend args, verbatim); deployment -> LLMConfig.deployment_config;
 #   accelerator_type -> LLMConfig.accelerator_type; gpus_per_replica: checked against tensor x
 #   pipeline parallel size; chat_template_kwargs: sent per request by the client (extra_body);
-#   runtime_env -> LLMConfig.runtime_env; placement_group_config -> the replica's bundles;
+#   runtime_env.env_vars -> LLMConfig.runtime_env (the replica's, so its engine's, environment);
+#   placement_group_config -> the replica's bundles (CPU-only bundles: a CPU engine, 0 GPUs);
 #   language_only: a VL checkpoint's language model only (vLLM language_model_only).
 _VLLM_KEYS = frozenset(f.name for f in fields(VllmSection))
 # Keys accepted under vllm.deployment (Ray Serve deployment options LLMConfig documents).
