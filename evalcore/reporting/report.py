@@ -377,7 +377,8 @@ def build_report(df: Any, answer_keys: Mapping[str, AnswerKey], planned: Any, *,
         model_meta=model_meta, notes=notes, interval=spec, macro_ci=macro_ci, paired_confidence=paired_confidence,
         costs=costs.cost_table(prep.traj),
     )
-    for name in ("tokens", "costs", "failures", "repair", "curves", "selection", "difficulty", "paired", "sensitivity", "latency"):
+    for name in ("tokens", "costs", "failures", "repair", "curves", "selection", "difficulty", "paired", "sensitivity",
+                 "latency"):
         setattr(rep, name, _nulls(getattr(rep, name)))
     if out_dir is not None:
         rep.write(out_dir)
