@@ -154,14 +154,17 @@ def test_autoformulation_search_width_from_params(run_harness):
 
 
 def test_search_and_pipeline_params_are_checked():
-    from evalcore.harnesses import get_harness
+    from evalcore.harnesses.autoformulation import AutoFormulation
+    from evalcore.harnesses.optimus import OptiMUS
 
-    get_harness("autoformulation").check_params({"candidates": 2, "top": 2})
-    get_harness("optimus").check_params({"check": False})
+    harnesses: dict[str, type[AutoFormulation] | type[OptiMUS]] = {"autoformulation": AutoFormulation,
+                                                                    "optimus": OptiMUS}
+    AutoFormulation.check_params({"candidates": 2, "top": 2})
+    OptiMUS.check_params({"check": False})
     for name, params, msg in [("autoformulation", {"candidates": 0}, "params.candidates must be an integer >= 1"),
                               ("autoformulation", {"rollouts": 2}, "unknown key(s) ['rollouts']"),
                               ("optimus", {"check": "no"}, "params.check must be true or false"),
                               ("optimus", {"debug": 1}, "unknown key(s) ['debug']")]:
         with pytest.raises(ValueError) as err:
-            get_harness(name).check_params(params)
+            harnesses[name].check_params(params)
         assert msg in str(err.value)

@@ -61,12 +61,15 @@ def test_paper_figures_agree_with_the_papers_own_sentences():
     # "Compared with Reflexion, it gains 4.29 percentage points in accuracy while using 19.0% fewer tokens"
     # (both figures are rounded to 10 tokens: the saving they allow brackets 19.0%)
     oc, rx = OPTICYCLE_TOKENS_K, PAPER_TOKENS["reflexion"].tokens_k
+    assert rx is not None
     assert 1 - (oc + 0.005) / (rx - 0.005) <= 0.190 <= 1 - (oc - 0.005) / (rx + 0.005)
     # "OptiState ... at 84.2% higher token consumption" (derived, so labelled so)
-    assert paper_tokens("optistate").tokens_k == pytest.approx(21.68) and paper_tokens("optistate").basis == "derived"
+    optistate, coe, cafa = paper_tokens("optistate"), paper_tokens("coe"), paper_tokens("cafa")
+    assert optistate is not None and coe is not None and cafa is not None
+    assert optistate.tokens_k == pytest.approx(21.68) and optistate.basis == "derived"
     assert [m for m, p in PAPER_TOKENS.items() if p.basis == "stated"] == ["opticycle", "reflexion", "optimus",
                                                                            "autoformulation"]
-    assert paper_tokens("coe").ratio_text() == "> 1" and paper_tokens("cafa").ratio_text() == "< 1"
+    assert coe.ratio_text() == "> 1" and cafa.ratio_text() == "< 1"
     assert paper_tokens("semopt") is None
 
 
