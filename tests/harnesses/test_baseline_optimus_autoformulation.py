@@ -161,10 +161,11 @@ def test_search_and_pipeline_params_are_checked():
                                                                     "optimus": OptiMUS}
     AutoFormulation.check_params({"candidates": 2, "top": 2})
     OptiMUS.check_params({"check": False})
-    cases: list[tuple[str, dict[str, object], str]] = [("autoformulation", {"candidates": 0}, "params.candidates must be an integer >= 1"),
-                              ("autoformulation", {"rollouts": 2}, "unknown key(s) ['rollouts']"),
-                              ("optimus", {"check": "no"}, "params.check must be true or false"),
-                              ("optimus", {"debug": 1}, "unknown key(s) ['debug']")]
+    cases: list[tuple[str, dict[str, object], str]] = [
+        ("autoformulation", {"candidates": 0}, "params.candidates must be an integer >= 1"),
+        ("autoformulation", {"rollouts": 2}, "unknown key(s) ['rollouts']"),
+        ("optimus", {"check": "no"}, "params.check must be true or false"),
+        ("optimus", {"debug": 1}, "unknown key(s) ['debug']")]
     for name, params, msg in cases:
         with pytest.raises(ValueError) as err:
             harnesses[name].check_params(params)
