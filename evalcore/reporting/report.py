@@ -4,7 +4,8 @@ The report is pure data (DataFrames) until :meth:`Report.write` renders it to
 ``report.md`` (every section), ``summary.json`` (one record per model x method x
 benchmark and per Macro, for programs), ``main_table.csv``, ``main_table.tex``, one CSV per
 other table under ``tables/`` (``costs.csv``: calls and tokens per trajectory beside the paper's
-figures), the paper's Table 1 as ``tables/table1.md`` and PNG plots under
+figures; ``semopt_*.csv``: SemOPT's section when the sweep has a SemOPT method), the paper's
+Table 1 as ``tables/table1.md`` and PNG plots under
 ``plots/`` (Figure 2-left, ``fig2_left_<model>.png``, when OptiState and OptiCycle both ran).
 """
 from __future__ import annotations
@@ -24,6 +25,7 @@ from evalcore.problems import AnswerKey
 from evalcore.reporting import analysis, costs, difficulty, plots, sampling, table1
 from evalcore.reporting.frame import PROFILE_NAMES, _loads, prepare
 from evalcore.reporting.intervals import BootstrapSpec, cell_intervals, with_intervals
+from evalcore.reporting.semopt import SemoptReport, semopt_report
 from evalcore.reporting.tables import (
     MACRO,
     frame_markdown,
@@ -40,6 +42,7 @@ SIM_BANNER = ("**SIMULATED**: rows marked (simulated) come from the simulated po
 
 
 FIG2_A, FIG2_B = "optistate", "opticycle"  # Figure 2-left: A - B
+SEMOPT_PROFILE = "semopt"  # evalcore.grading: SemOPT's |a-b| < 1e-6
 MISSING_SHOWN = 20  # rows of the missing-scores list in report.md / stdout; tables/missing.csv has all
 
 
@@ -70,6 +73,8 @@ class Report:
     fig2: pd.DataFrame = field(default_factory=pd.DataFrame)
     # calls and tokens per trajectory per (model, method) beside the paper's figures (evalcore.reporting.costs)
     costs: pd.DataFrame = field(default_factory=pd.DataFrame)
+    # SemOPT's section (its critic named, Tables 5-8 and 16) when the sweep has a SemOPT method
+    semopt: SemoptReport | None = None
     written: list[Path] = field(default_factory=list)
 
     @property
@@ -157,6 +162,8 @@ class Report:
         else:
             out += [f"Figure 2 (left) not drawn: it needs both {FIG2_A} and {FIG2_B} in the sweep "
                     f"(present: {', '.join(self.methods_present) or 'none'}).", ""]
+        if self.semopt is not None:
+            out += [self.semopt.markdown(level=2), ""]
         out += ["## Grading sensitivity (%)", "",
                 "Accuracy under every grading profile side by side: " + "; ".join(
                     f"`{p}`: {get_profile(p).description}" for p in self.sensitivity_profiles()) + ".", "",
@@ -226,6 +233,8 @@ class Report:
             p = out / "tables" / f"{name}.csv"
             getattr(self, name).to_csv(p, index=False)
             written.append(p)
+        if self.semopt is not None:
+            written += self.semopt.write(out / "tables")
         written += pngs
         self.written = written
         return written
@@ -377,6 +386,9 @@ def build_report(df: Any, answer_keys: Mapping[str, AnswerKey], planned: Any, *,
         model_meta=model_meta, notes=notes, interval=spec, macro_ci=macro_ci, paired_confidence=paired_confidence,
         costs=costs.cost_table(prep.traj),
     )
+    # SemOPT's tables under the SemOPT paper's own rule (5.1) when it was graded, else the report's
+    sem = semopt_report(prep, SEMOPT_PROFILE if SEMOPT_PROFILE in prep.profiles else profile)
+    rep.semopt = sem if len(sem.trajectories) else None
     for name in ("tokens", "costs", "failures", "repair", "curves", "selection", "difficulty", "paired", "sensitivity",
                  "latency"):
         setattr(rep, name, _nulls(getattr(rep, name)))
