@@ -71,8 +71,10 @@ class SemoptReport:
         if self.simulated:
             out += [SIM_NOTE, ""]
         out += ["Critic of each SemOPT method:", ""] + [f"- `{m}`: {label}" for m, label in sorted(self.critics.items())]
-        out += ["", f"Graded under `{self.profile}`" + (" (the SemOPT paper's rule, 5.1: |a-b| < 1e-6)."
-                                                       if self.profile == "semopt" else "."), ""]
+        out += ["", f"Graded under `{self.profile}`" + (
+            " (the SemOPT paper's rule, 5.1: |a-b| < 1e-6). An answer key rounded to fewer decimals than the "
+            "optimum (the embedded sample keeps 4) cannot be matched under it, so these accuracies can sit below "
+            "the main table's." if self.profile == "semopt" else "."), ""]
         out += [f"{hh} Pass@N, Best-of-N, gate, calls", "", _md(self.summary), "",
                 f"{hh} Calls per trajectory (distribution)", "", _md(self.calls_distribution), "",
                 f"{hh} Accuracy by difficulty", "", _md(self.difficulty), "",
