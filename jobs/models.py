@@ -34,8 +34,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     b.add_argument("--force", action="store_true", help="rebuild even when the cached build verifies")
     sub.add_parser("list", help="the recipes, where each goes, and whether it is built")
     v = sub.add_parser("verify", help="check built files against their recorded sha256")
-    v.add_argument("names", nargs="*", choices=[[], *sorted(builds.RECIPES)], default=[])
-    return p.parse_args(argv)
+    v.add_argument("names", nargs="*", metavar="NAME", help=f"recipes to check (default: all of {', '.join(builds.RECIPES)})")
+    args = p.parse_args(argv)
+    unknown = [n for n in getattr(args, "names", []) if n not in builds.RECIPES]
+    if unknown:
+        p.error(f"unknown model(s) {', '.join(unknown)} (known: {', '.join(builds.RECIPES)})")
+    return args
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -46,7 +46,6 @@ FINGERPRINT = "fake-engine"
 USAGE = {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18}
 START_DELAY_ENV = "FAKE_ENGINE_START_DELAY_S"
 FAIL_START_ENV = "FAKE_ENGINE_FAIL_START"
-ENGINE_CLS = "tests.vllm.fake_engine:FakeEngine"  # what RAYLLM_VLLM_ENGINE_CLS names
 ROOT_CAUSE_PREFIX = "FakeEngineError: "
 
 
