@@ -25,7 +25,7 @@ def _graded(traj, key) -> bool:
 
 
 def test_registry():
-    assert set(HARNESSES) == {"direct", "opticycle", "optistate", "orlm", "sirl", "llmopt"}
+    assert set(HARNESSES) == {"direct", "opticycle", "optistate", "orlm", "sirl", "sirl_roles", "llmopt"}
     assert get_harness("opticycle").name == "opticycle"
     assert get_harness("semopt").name == "semopt" and get_harness("cafa").name == "cafa"
     with pytest.raises(KeyError, match="known"):
