@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from evalcore.data import PYOMO_DIR, REFERENCE_DIR, load_sample_rows, reference_program
+
 INF = float("inf")
 
 
@@ -179,12 +180,12 @@ def read_model(src: str) -> Linear:
         return wrapped
 
     g: dict[str, Any] = {"submit": lambda v: None, "__name__": "__main__"}
-    so.linprog, so.milp = spy("linprog"), spy("milp")  # type: ignore[assignment]
+    so.linprog, so.milp = spy("linprog"), spy("milp")
     try:
         with contextlib.redirect_stdout(io.StringIO()):
             exec(compile(src, "<reference>", "exec"), g)
     finally:
-        so.linprog, so.milp = originals["linprog"], originals["milp"]  # type: ignore[assignment]
+        so.linprog, so.milp = originals["linprog"], originals["milp"]
     if calls:
         if calls[-1].get("integrality") is not None and calls[-1]["fn"] == "linprog":
             calls[-1]["fn"] = "linprog"

@@ -17,10 +17,10 @@ from typing import Any
 
 import pandas as pd
 
-from evalcore.protocols import protocol_notes
 from evalcore.finish_reasons import COLUMNS as FINISH_COLUMNS
 from evalcore.grading import DEFAULT_PROFILE, get_profile
 from evalcore.problems import AnswerKey
+from evalcore.protocols import protocol_notes
 from evalcore.reporting import analysis, difficulty, plots, sampling, table1
 from evalcore.reporting.frame import PROFILE_NAMES, _loads, prepare
 from evalcore.reporting.intervals import BootstrapSpec, cell_intervals, with_intervals

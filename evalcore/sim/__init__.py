@@ -8,7 +8,8 @@ modules export as constants.
 
 Modules: ``skill`` (``SimSkill``, ``BaselineSkill``), ``policy`` (``SimulatedModel``, the stage
 registry, the study's harnesses' stages), ``baselines`` (the six baselines' stages),
-``semopt`` (SemOPT's stages), ``llmopt`` (LLMOPT's protocol: five elements, Pyomo, self-correction). Importing the package registers every stage.
+``semopt`` (SemOPT's stages), ``llmopt`` (LLMOPT's protocol: five elements, Pyomo,
+self-correction). Importing the package registers every stage.
 """
 from __future__ import annotations
 

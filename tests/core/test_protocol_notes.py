@@ -23,8 +23,8 @@ def test_figure4_prints_that_the_steporlm_bar_is_not_its_protocol():
     cfg = load_config(["configs/sweeps/figure4.yaml"])
     assert cfg.model_methods["StepORLM-Qwen3-8B"] == ["direct"]
     assert model_config("StepORLM-Qwen3-8B").family == "StepORLM"
-    rows = [dict(model=m, method=x, benchmark="nl4opt", avg=0.5, ci_low=0.4, ci_high=0.6, planned=8, missing=0,
-                 scored=8) for m, xs in cfg.model_methods.items() for x in xs]
+    rows = [{"model": m, "method": x, "benchmark": "nl4opt", "avg": 0.5, "ci_low": 0.4, "ci_high": 0.6, "planned": 8,
+             "missing": 0, "scored": 8} for m, xs in cfg.model_methods.items() for x in xs]
     text = results_markdown(pd.DataFrame(rows), "figure4", model_families(cfg.models))
     [line] = [ln for ln in text.splitlines() if "Not its protocol" in ln]
     assert "StepORLM-Qwen3-8B / direct" in line and "arXiv 2509.22558" in line

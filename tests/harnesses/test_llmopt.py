@@ -148,7 +148,8 @@ def test_the_method_config_is_the_released_protocol():
 
     cfg = method_config("llmopt")
     assert cfg.harness == "llmopt" and cfg.extraction == "llmopt"
-    assert cfg.budgets.max_calls == 3 * cfg.budgets.max_turns + 1
+    turns = cfg.budgets.max_turns
+    assert turns is not None and cfg.budgets.max_calls == 3 * turns + 1
 
 
 @pytest.mark.parametrize("extraction", ["submit", "stdout"])

@@ -9,7 +9,6 @@ import pytest
 from evalcore.grading import grade_submission, parse_submission
 from evalcore.harnesses import Budgets, HarnessContext, get_harness
 from evalcore.models.base import Completion, Sampling, Usage
-from evalcore.sim.policy import SimulatedModel
 from tests.models.conftest import copt_completion
 
 ORLM_PROMPT = ("Below is an operations research question. Build a mathematical model and corresponding python "

@@ -4,10 +4,13 @@ SIRL's paper (arXiv 2505.11792, 3.1) describes ten roles; Cardinal-Operations/SI
 them, so the roles are ours (prompts/sirl_roles/roles.md)."""
 from __future__ import annotations
 
+from typing import Any, cast
+
 from evalcore.grading import grade
-from evalcore.harnesses import HARNESSES, HarnessContext, get_harness
+from evalcore.harnesses import HARNESSES, HarnessContext
 from evalcore.harnesses._common import load_prompt
-from evalcore.harnesses.sirl_roles import roles
+from evalcore.harnesses.sirl import SIRL
+from evalcore.harnesses.sirl_roles import SIRLRoles, roles
 from evalcore.models.base import Sampling
 from evalcore.selection import isc_select
 from evalcore.sim import SimulatedModel
@@ -19,13 +22,14 @@ def test_ten_distinct_roles_before_sirls_own_system_prompt(sample):
     rs = roles()
     assert len(rs) == 10 and len(set(rs)) == 10
     sirl_system = load_prompt("sirl", "system").strip()
-    harness = get_harness("sirl_roles")
+    harness, sirl = SIRLRoles(), SIRL()
     seen = []
     for s in range(12):
-        ctx = HarnessContext(model=SimulatedModel(), executor=None, sampling=Sampling(), sample=s, extraction="sirl")
+        ctx = HarnessContext(model=SimulatedModel(), executor=cast(Any, None), sampling=Sampling(), sample=s,
+                             extraction="sirl")
         system, user = harness._messages(problems["sample-0001"], ctx)
         assert system["content"] == rs[s % 10] + "\n\n" + sirl_system
-        assert user == get_harness("sirl")._messages(problems["sample-0001"], ctx)[1]
+        assert user == sirl._messages(problems["sample-0001"], ctx)[1]
         seen.append(system["content"])
     assert len(set(seen)) == 10 and seen[10] == seen[0]
 
