@@ -212,7 +212,7 @@ def available_cpus() -> int:
 
 
 def _config_error() -> type:
-    from cluster.config_errors import ConfigError  # no Ray import there
+    from sweepcore.config_errors import ConfigError  # no Ray import there
 
     return ConfigError
 

@@ -21,6 +21,7 @@ from typing import Any
 import ray
 from ray.exceptions import RayError
 
+from cluster.actors.workers import TrajectoryTask, WorkerFailure
 from cluster.driver.admission import Admission, Pool, harness_factor
 from cluster.driver.commit import Committer, Outcome, build_row
 from cluster.driver.preflight import preflight
@@ -28,11 +29,10 @@ from cluster.driver.prepare import Prepared
 from cluster.driver.progress import Progress
 from cluster.driver.rejections import RejectionGuard
 from cluster.driver.signals import StopState
-from cluster.endpoint import Endpoint
-from cluster.plan import PlanItem
-from cluster.tracking import Tracker
-from cluster.workers import TrajectoryTask, WorkerFailure
 from evalcore.records import Trajectory
+from sweepcore.endpoint import Endpoint
+from sweepcore.plan import PlanItem
+from sweepcore.tracking import Tracker
 
 WORKER_DOWN_S = 30.0  # a worker whose call failed gets no new work this long while another is up
 WORKER_PROBE_S = 5.0  # a worker that failed must answer a ping this fast before it gets work again

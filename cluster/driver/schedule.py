@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from cluster.driver.admission import Admission, harness_factor
-from cluster.plan import PlanItem
 from cluster.runtime import PlacementError
+from sweepcore.plan import PlanItem
 
 
 @dataclass
@@ -99,7 +99,7 @@ class GpuQueue:
 
 
 class Fleet(Protocol):
-    """Deploys and tears down one model's apps at a time (``cluster.fleet.ServeFleet``)."""
+    """Deploys and tears down one model's apps at a time (``cluster.serve.fleet.ServeFleet``)."""
 
     total_gpus: int
 
@@ -249,8 +249,8 @@ def max_ongoing(model_cfg: dict[str, Any], default: int) -> int:
 def model_works(model_cfgs: dict[str, dict[str, Any]], items: dict[str, Sequence[PlanItem]],
                 harnesses: dict[str, list[str]], serving: Any, default_ongoing: int) -> list[ModelWork]:
     """The scheduler's view of each model with items: GPUs per replica and replicas from the
-    placement rules (``cluster.llm_serving``), batch capacity, admission factor, cost."""
-    from cluster.backends import backend_of
+    placement rules (``cluster.serve.llm_serving``), batch capacity, admission factor, cost."""
+    from sweepcore.backends import backend_of
 
     out = []
     for name, cfg in model_cfgs.items():
@@ -258,7 +258,7 @@ def model_works(model_cfgs: dict[str, dict[str, Any]], items: dict[str, Sequence
             continue
         gpr, replicas, most = 0, 1, 1
         if backend_of(cfg, serving).on_gpus:
-            from cluster import llm_serving
+            from cluster.serve import llm_serving
 
             gpr = llm_serving.gpus_per_replica(cfg)
             replicas = int(llm_serving.placement(cfg)["replicas"])

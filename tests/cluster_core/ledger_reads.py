@@ -5,7 +5,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from cluster.ledger import Ledger
+from sweepcore.ledger import Ledger
 
 
 def manifest_of(led: Ledger) -> dict[str, Any]:

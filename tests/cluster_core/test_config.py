@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from cluster import config as C
-from cluster.config import ConfigError, load_config
+from sweepcore import config as C
+from sweepcore.config import ConfigError, load_config
 
 REPO = Path(__file__).resolve().parents[2]
 

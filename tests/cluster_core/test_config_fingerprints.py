@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import pytest
 
-import cluster.config as config
-from cluster.config import item_fingerprint, load_config, sweep_fingerprint
+import sweepcore.config.loading as config  # where the fingerprints look harness_versions up
+from sweepcore.config import item_fingerprint, load_config, sweep_fingerprint
 
 # The GPU sweeps' values moved once, on purpose: their model YAMLs' batch sizes were derived from
-# KV memory (cluster/batch_size.py), and a model config is hashed whole. The default sweep's did not.
+# KV memory (sweepcore/batch_size.py), and a model config is hashed whole. The default sweep's did not.
 PINNED = [
     ([], "aa1e6e908eb0410d", ("sim-small", "direct", "sample"), "25c3eeac62ee3ac3"),
     (["configs/sweeps/paper.yaml"], "6e3393ee8cbb1253", ("Qwen3-0.6B", "optistate", "mamo_easy"), "9984df7fded87721"),

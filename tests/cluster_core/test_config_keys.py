@@ -4,7 +4,7 @@ not have is a type error.
 The first half walks the :class:`SweepConfig` dataclass tree and looks, in the sources, for a
 read of each leaf through its section: ``<...>.<section>.<field>``, a name bound to the section
 (``c = prep.cfg.cluster`` then ``c.retries``, or a parameter annotated with the section's type)
-or ``<section>.get("field")``. ``cluster/config.py`` counts only in its derived-value functions
+or ``<section>.get("field")``. ``sweepcore/config/`` counts only in its derived-value functions
 (validation is not a use). The ``sampling``/``budgets``/``limits`` sections are evalcore's types,
 so evalcore's reads count for them.
 """
@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from cluster import config as C
+from sweepcore import config as C
 
 REPO = Path(__file__).resolve().parents[2]
-# validation, loading and plumbing in cluster/config.py: reading a key there is not using it
+# validation, loading and plumbing in sweepcore/config/: reading a key there is not using it
 NOT_A_USE = {"load_config", "_check_ranges", "_check_values", "_sweep_view", "resolved", "as_plain", "overlay"}
 EVALCORE_SECTIONS = {"sampling", "budgets", "limits"}
 TOP = "cfg"  # the receiver name that stands for the whole SweepConfig
@@ -97,7 +97,7 @@ def _scan(paths: list[Path]) -> set[tuple[str, str]]:
     found: set[tuple[str, str]] = set()
     for path in paths:
         tree = ast.parse(path.read_text())
-        if path == REPO / "cluster" / "config.py":
+        if path.parent == REPO / "sweepcore" / "config":
             for fn in [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name not in NOT_A_USE]:
                 found |= _reads(fn)
         else:
@@ -110,7 +110,7 @@ def _py(*dirs: str) -> list[Path]:
 
 
 def test_every_schema_key_is_read_somewhere():
-    in_driver = _scan(_py("cluster", "jobs"))
+    in_driver = _scan(_py("sweepcore", "cluster", "jobs"))
     in_evalcore = _scan(_py("evalcore"))
     for (section, key), (path, text) in READ_ELSEWHERE.items():
         assert text in (REPO / path).read_text(), f"{section}.{key} is no longer read in {path}"
@@ -141,7 +141,7 @@ def test_mypy_rejects_a_key_the_schema_does_not_have(tmp_path):
     api = pytest.importorskip("mypy.api", reason="mypy is not installed (the lint tool .ci/run uses)")
     snippet = tmp_path / "reads.py"
     snippet.write_text(
-        "from cluster.config import SweepConfig\n\n"
+        "from sweepcore.config import SweepConfig\n\n"
         "def ok(cfg: SweepConfig) -> float:\n    return cfg.cluster.retry_backoff_s + cfg.limits.wall_s\n\n"
         "def typo(cfg: SweepConfig) -> object:\n    return cfg.cluster.retry_backof_s\n\n"
         "def unknown(cfg: SweepConfig) -> object:\n    return cfg.sampling.temprature\n")

@@ -7,10 +7,10 @@ import os
 import pyarrow.parquet as pq
 import pytest
 
-from cluster.config import load_config, resolved, sweep_fingerprint
-from cluster.ledger import ConfigChangedError, DuplicateKeyError, Ledger, LedgerError, error_row, trajectory_row
-from cluster.plan import expand_plan, remaining
 from evalcore.records import LEDGER_SCHEMA, CallRecord, ExecRecord, Submission, Trajectory
+from sweepcore.config import load_config, resolved, sweep_fingerprint
+from sweepcore.ledger import ConfigChangedError, DuplicateKeyError, Ledger, LedgerError, error_row, trajectory_row
+from sweepcore.plan import expand_plan, remaining
 from tests.cluster_core.ledger_reads import manifest_of, plan_of
 
 IDS = {"sample": [f"p{i}" for i in range(5)]}

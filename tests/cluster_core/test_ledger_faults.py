@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from cluster.lease import LEASE_FILE, LeaseHeldError, LeaseLostError
-from cluster.ledger import CommitError, DamagedFileError, DuplicateKeyError, Ledger, error_row
+from sweepcore.lease import LEASE_FILE, LeaseHeldError, LeaseLostError
+from sweepcore.ledger import CommitError, DamagedFileError, DuplicateKeyError, Ledger, error_row
 from tests.cluster_core.test_ledger import _row, _setup
 
 REPO = Path(__file__).resolve().parents[2]
@@ -115,7 +115,7 @@ def test_two_drivers_racing_leave_exactly_one_writer(tmp_path):
     code = (
         "import sys, time; sys.path.insert(0, {!r})\n"
         "from tests.cluster_core.test_ledger import _setup\n"
-        "from cluster.ledger import Ledger\nfrom cluster.lease import LeaseHeldError\n"
+        "from sweepcore.ledger import Ledger\nfrom sweepcore.lease import LeaseHeldError\n"
         "cfg, res, fp, plan = _setup({!r})\n"
         "t0 = float(sys.argv[1])\n"
         "while time.time() < t0: time.sleep(0.001)\n"

@@ -19,10 +19,10 @@ import boto3
 import pytest
 from moto.server import ThreadedMotoServer
 
-from cluster.config import load_config, resolved, sweep_fingerprint
-from cluster.ledger import ConfigChangedError, DuplicateKeyError, Ledger, error_row, trajectory_row
-from cluster.plan import expand_plan, remaining
 from evalcore.records import LEDGER_SCHEMA, CallRecord, ExecRecord, Submission, Trajectory
+from sweepcore.config import load_config, resolved, sweep_fingerprint
+from sweepcore.ledger import ConfigChangedError, DuplicateKeyError, Ledger, error_row, trajectory_row
+from sweepcore.plan import expand_plan, remaining
 from tests.cluster_core.ledger_reads import manifest_of, plan_of
 
 REPO = Path(__file__).resolve().parents[2]
@@ -235,7 +235,7 @@ def test_s3_lease_is_a_conditional_put_refuses_a_second_writer_and_goes_stale(s3
     """The writer lease on S3: If-None-Match to take it, If-Match to beat and to take over."""
     import json as _json
 
-    from cluster.lease import LeaseHeldError, LeaseLostError
+    from sweepcore.lease import LeaseHeldError, LeaseLostError
 
     res, fp, plan = _setup()
     a = Ledger.open(URI, "demo", res, fp, lease_stale_s=30.0)

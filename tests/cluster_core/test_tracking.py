@@ -5,11 +5,11 @@ import socket
 
 import pytest
 
-from cluster.config import load_config, resolved, sweep_fingerprint
-from cluster.ledger import Ledger, trajectory_row
-from cluster.plan import expand_plan, plan_counts
-from cluster.tracking import Tracker, TrackingWarning, run_metrics, summarize_ledger, sync_from_ledger
 from evalcore.records import CallRecord, ExecRecord, Submission, Trajectory
+from sweepcore.config import load_config, resolved, sweep_fingerprint
+from sweepcore.ledger import Ledger, trajectory_row
+from sweepcore.plan import expand_plan, plan_counts
+from sweepcore.tracking import Tracker, TrackingWarning, run_metrics, summarize_ledger, sync_from_ledger
 
 IDS = {"sample": [f"p{i}" for i in range(4)], "complexor": ["c1"]}
 
@@ -123,7 +123,7 @@ def test_parent_is_marked_simulated_and_experiment_opens_on_runs(synced):
     out, cfg, plan, led, tracker, _ = synced
     from mlflow.tracking import MlflowClient
 
-    from cluster.tracking import ui_command
+    from sweepcore.tracking import ui_command
 
     client = MlflowClient(tracking_uri=tracker.uri)
     parent = client.get_run(tracker.parent_id)

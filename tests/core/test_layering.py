@@ -33,7 +33,7 @@ def test_no_evalcore_module_imports_ray():
 
 # -- the import graph: no cycle, and the simulator stays outside the harnesses -----------------
 
-PACKAGES = ("evalcore", "cluster", "jobs")
+PACKAGES = ("evalcore", "sweepcore", "cluster", "jobs")
 SIMULATOR = "evalcore.sim"
 
 
@@ -122,7 +122,7 @@ def test_the_walk_sees_the_packages():
     graph = _graph()
     assert len([m for m in graph if m.startswith("cluster.")]) >= 25
     assert "evalcore.harnesses._common" in graph["evalcore.harnesses.direct"]
-    assert "cluster.ledger" in graph["cluster.driver.commit"]
+    assert "sweepcore.ledger" in graph["cluster.driver.commit"]
 
 
 def test_cycle_finder_finds_a_cycle():

@@ -15,10 +15,14 @@ from typing import Any
 import pytest
 from omegaconf import OmegaConf
 
-from cluster import llm_serving as ls
-from cluster.backends import BACKENDS, STANDIN, backend_of
-from cluster.backends.sim_config import SIM_MODEL_KEYS, sim_keys
-from cluster.config import (
+from cluster.serve import llm_serving as ls
+from evalcore.models import make_model
+from evalcore.models.clients import ReplaySection
+from evalcore.models.openai_backend import OpenAIChatModel, OpenAISection
+from evalcore.sim.policy import SimulatedModel
+from sweepcore.backends import BACKENDS, STANDIN, backend_of
+from sweepcore.backends.sim_config import SIM_MODEL_KEYS, sim_keys
+from sweepcore.config import (
     ModelConfig,
     ModelSamplingOverrides,
     ServingSection,
@@ -27,10 +31,6 @@ from cluster.config import (
     flat_backend_config,
     model_config,
 )
-from evalcore.models import make_model
-from evalcore.models.clients import ReplaySection
-from evalcore.models.openai_backend import OpenAIChatModel, OpenAISection
-from evalcore.sim.policy import SimulatedModel
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -146,8 +146,8 @@ def test_the_standin_serves_the_vllm_placement_with_simulated_answers():
 
 # -- no key read outside the schema ---------------------------------------------------------------
 
-FILES = ["cluster/backends/*.py", "cluster/llm_serving.py", "cluster/serving.py", "cluster/sim_serving.py",
-         "cluster/endpoint.py", "cluster/serve_apps.py", "evalcore/models/clients.py", "jobs/serve.py"]
+FILES = ["sweepcore/backends/*.py", "cluster/serve/llm_serving.py", "cluster/serve/serving.py", "cluster/serve/sim_serving.py",
+         "sweepcore/endpoint.py", "cluster/serve/serve_apps.py", "evalcore/models/clients.py", "jobs/serve.py"]
 SECTIONS = {"openai": OpenAISection, "vllm": VllmSection, "replay": ReplaySection,
             "sampling": ModelSamplingOverrides}
 
@@ -176,7 +176,8 @@ def test_the_code_reads_no_model_key_outside_the_schema():
 
 def test_no_backend_branch_outside_the_registry():
     pattern = re.compile(r"backend *(==|!=|in )|\.get\(.backend.\)|\.backend\)? *(==|!=)")
-    hits = [f"{p.relative_to(ROOT)}:{i}" for top in ("cluster", "jobs", "evalcore") for p in (ROOT / top).rglob("*.py")
+    tops = ("sweepcore", "cluster", "jobs", "evalcore")
+    hits = [f"{p.relative_to(ROOT)}:{i}" for top in tops for p in (ROOT / top).rglob("*.py")
             if "backends" not in p.parts for i, line in enumerate(p.read_text().splitlines(), 1)
             if pattern.search(line)]
     assert not hits, hits

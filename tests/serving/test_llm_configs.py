@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from cluster import llm_serving as ls
-from cluster.config import as_plain, model_config
+from cluster.serve import llm_serving as ls
+from sweepcore.config import as_plain, model_config
 
 REPO = Path(__file__).resolve().parents[2]
 QWEN = ["Qwen3-0.6B", "Qwen3-1.7B", "Qwen3-4B", "Qwen3-8B", "Qwen3-14B", "Qwen3.5-0.8B", "Qwen3.5-2B",

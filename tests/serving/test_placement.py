@@ -6,9 +6,9 @@ import copy
 
 import pytest
 
-from cluster import llm_serving as ls
-from cluster.config import as_plain, model_config
 from cluster.runtime import EXECUTOR_RESOURCE, executor_slots
+from cluster.serve import llm_serving as ls
+from sweepcore.config import as_plain, model_config
 
 SERVING = {"serving": {"cpus_per_gpu": 1.0, "ingress_cpus": 1.0, "accelerator_type": None,
                        "prefix_cache_routing": False}}
@@ -111,7 +111,7 @@ def test_ingress_gets_its_cpus_and_a_timeout_above_the_per_call_one():
 
 
 def test_a_replica_is_refused_only_when_no_node_or_node_type_could_hold_it():
-    from cluster.capacity import can_ever_place, describe_need, elapsed, replica_request
+    from cluster.serve.capacity import can_ever_place, describe_need, elapsed, replica_request
 
     cpu_head = {"CPU": 2.0, EXECUTOR_RESOURCE: 2.0}
     gpu_group = {"CPU": 8.0, "GPU": 4.0, "accelerator_type:H200": 1.0}  # an autoscaler node type, 0 nodes now

@@ -11,11 +11,11 @@ import copy
 
 import pytest
 
-from cluster import llm_serving as ls
-from cluster.config import as_plain, model_config
 from cluster.driver.admission import Admission
 from cluster.driver.schedule import GpuQueue, ModelWork, model_works, run_schedule
 from cluster.runtime import PlacementError
+from cluster.serve import llm_serving as ls
+from sweepcore.config import as_plain, model_config
 
 
 def _m(name: str, min_replicas: int | None = None) -> dict:

@@ -7,14 +7,14 @@ import re
 from dataclasses import fields
 from pathlib import Path
 
-from cluster import llm_serving as ls
-from cluster.config import ServingSection, VllmSection
+from cluster.serve import llm_serving as ls
+from sweepcore.config import ServingSection, VllmSection
 
 ROOT = Path(__file__).resolve().parents[2]
-FILES = ["cluster/llm_serving.py", "cluster/serving.py", "cluster/sim_serving.py", "cluster/serve_apps.py",
-         "cluster/endpoint.py", "jobs/serve.py",
+FILES = ["cluster/serve/llm_serving.py", "cluster/serve/serving.py", "cluster/serve/sim_serving.py",
+         "cluster/serve/serve_apps.py", "sweepcore/endpoint.py", "jobs/serve.py",
          *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "cluster" / "driver").glob("*.py")),
-         *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "cluster" / "backends").glob("*.py"))]
+         *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "sweepcore" / "backends").glob("*.py"))]
 
 
 def test_serving_keys_read_by_the_code_are_in_the_schema():

@@ -14,8 +14,8 @@ import subprocess
 
 import pytest
 
-from cluster import llm_serving as ls
-from cluster.config import as_plain, model_config
+from cluster.serve import llm_serving as ls
+from sweepcore.config import as_plain, model_config
 
 
 def _gpu_reason() -> str | None:
