@@ -1,16 +1,50 @@
-"""The sweep configuration: ``load_config`` builds the typed, frozen :class:`SweepConfig` once at the
-edge; model, method and benchmark configs are read per name; fingerprints key the ledger."""
-from sweepcore.config.loading import (
+"""The sweep configuration, by concern: ``schema`` (the frozen dataclasses, the only defaults),
+``files`` (where configs live, YAML and OmegaConf plumbing), ``entities`` (model, method and
+benchmark configs per name), ``loading`` (``load_config``: defaults, YAML, command line, checks),
+``precedence`` (the one overlay and precedence rule) and ``fingerprints`` (the ledger's keys).
+
+Import from here: ``from sweepcore.config import load_config, SweepConfig, ConfigError``. Modules
+inside ``sweepcore`` import the module that defines a name. ``ConfigError`` and ``VllmSection`` are
+leaves outside this package (``sweepcore.config_errors``, ``sweepcore.model_sections``) because the
+backend specs this package imports use them too: a module inside the package would run this
+``__init__`` (and so import the backends) first."""
+
+from sweepcore.config.entities import (
+    backend_config,
+    benchmark_config,
+    benchmark_known,
+    flat_backend_config,
+    method_config,
+    model_config,
+)
+from sweepcore.config.files import CONFIGS_ENV, configs_dir
+from sweepcore.config.fingerprints import (
     ADDED_FIELDS,
     ADDED_TOP,
-    CONFIGS_ENV,
-    LIST_KEYS,
     NON_OUTCOME_KEYS,
-    PINNABLE,
+    harness_versions,
+    item_fingerprint,
+    item_fingerprinter,
+    outcome_view,
+    resolved,
+    sweep_fingerprint,
+)
+from sweepcore.config.loading import LIST_KEYS, PINNABLE, command_line_keys, grading_profiles, load_config
+from sweepcore.config.precedence import (
+    effective_budgets,
+    effective_limits,
+    effective_sampling,
+    grading_profile_for,
+    methods_for,
+    overlay,
+    overridden,
+    pinned,
+    samples_for,
+)
+from sweepcore.config.schema import (
     TRACE_MODES,
     BenchmarkConfig,
     ClusterSection,
-    ConfigError,
     DataSection,
     GradingSection,
     MethodBudgetOverrides,
@@ -25,34 +59,10 @@ from sweepcore.config.loading import (
     SweepConfig,
     SweepSection,
     TrackingSection,
-    VllmSection,
     as_plain,
-    backend_config,
-    benchmark_config,
-    benchmark_known,
-    command_line_keys,
-    configs_dir,
-    effective_budgets,
-    effective_limits,
-    effective_sampling,
-    flat_backend_config,
-    grading_profile_for,
-    grading_profiles,
-    harness_versions,
-    item_fingerprint,
-    item_fingerprinter,
-    load_config,
-    method_config,
-    methods_for,
-    model_config,
-    outcome_view,
-    overlay,
-    overridden,
-    pinned,
-    resolved,
-    samples_for,
-    sweep_fingerprint,
 )
+from sweepcore.config_errors import ConfigError, hint
+from sweepcore.model_sections import VllmSection
 
 __all__ = [
     "ADDED_FIELDS", "ADDED_TOP", "BenchmarkConfig", "CONFIGS_ENV", "ClusterSection", "ConfigError", "DataSection",
@@ -61,6 +71,6 @@ __all__ = [
     "ServingSection", "SweepConfig", "SweepSection", "TRACE_MODES", "TrackingSection", "VllmSection", "as_plain",
     "backend_config", "benchmark_config", "benchmark_known", "command_line_keys", "configs_dir", "effective_budgets",
     "effective_limits", "effective_sampling", "flat_backend_config", "grading_profile_for", "grading_profiles",
-    "harness_versions", "item_fingerprint", "item_fingerprinter", "load_config", "method_config", "methods_for",
+    "harness_versions", "hint", "item_fingerprint", "item_fingerprinter", "load_config", "method_config", "methods_for",
     "model_config", "outcome_view", "overlay", "overridden", "pinned", "resolved", "samples_for", "sweep_fingerprint"
 ]

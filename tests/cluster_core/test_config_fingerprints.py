@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-import sweepcore.config.loading as config  # where the fingerprints look harness_versions up
+import sweepcore.config.fingerprints as config  # where the fingerprints look harness_versions up
 from sweepcore.config import item_fingerprint, load_config, sweep_fingerprint
 
 # The GPU sweeps' values moved once, on purpose: their model YAMLs' batch sizes were derived from
