@@ -1,6 +1,12 @@
-"""The results store: one sweep's Parquet dataset, its manifest and plan, committed atomically."""
+"""The results store, by part: ``schema`` (layout, plan and row schemas, the format version),
+``rows`` (a graded trajectory or an error as a ledger row), ``manifest`` (manifest, plan file,
+quarantine and repair), ``store`` (:class:`Ledger`: open, resume, commit with atomic writes,
+compaction) and ``errors``. The writer lease is ``sweepcore.lease``."""
 from sweepcore.ledger.errors import CommitError, ConfigChangedError, DamagedFileError, DuplicateKeyError, LedgerError
-from sweepcore.ledger.store import (
+from sweepcore.ledger.manifest import config_diff
+from sweepcore.ledger.rows import error_row, trajectory_row
+from sweepcore.ledger.schema import (
+    LEDGER_FORMAT,
     MANIFEST,
     OBJECT_STORES,
     PLAN_FILE,
@@ -10,18 +16,11 @@ from sweepcore.ledger.store import (
     REPLACES_META,
     TMP_DIR,
     TRAJ_DIR,
-    Ledger,
-    _sorted_keys_sha256,
-    _version,
-    config_diff,
-    error_row,
-    join_uri,
-    open_filesystem,
-    trajectory_row,
 )
+from sweepcore.ledger.store import Ledger, join_uri, open_filesystem
 
 __all__ = [
-    "CommitError", "ConfigChangedError", "DamagedFileError", "DuplicateKeyError", "Ledger", "LedgerError", "MANIFEST",
-    "OBJECT_STORES", "PLAN_FILE", "PLAN_SCHEMA", "QUARANTINE_DIR", "REPAIR_HINT", "REPLACES_META", "TMP_DIR", "TRAJ_DIR",
-    "_sorted_keys_sha256", "_version", "config_diff", "error_row", "join_uri", "open_filesystem", "trajectory_row"
+    "LEDGER_FORMAT", "MANIFEST", "OBJECT_STORES", "PLAN_FILE", "PLAN_SCHEMA", "QUARANTINE_DIR", "REPAIR_HINT", "REPLACES_META",
+    "TMP_DIR", "TRAJ_DIR", "CommitError", "ConfigChangedError", "DamagedFileError", "DuplicateKeyError", "Ledger",
+    "LedgerError", "config_diff", "error_row", "join_uri", "open_filesystem", "trajectory_row",
 ]

@@ -22,3 +22,8 @@ class CommitError(LedgerError):
 
 class ConfigChangedError(LedgerError):
     """The sweep exists with a different configuration; the message lists the changes."""
+
+def _cause(exc: BaseException) -> str:
+    """The useful part of a storage exception, on one line."""
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return text[:300]

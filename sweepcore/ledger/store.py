@@ -43,69 +43,24 @@ stays valid. No Ray import here.
 """
 from __future__ import annotations
 
-import dataclasses
-import datetime as _dt
-import hashlib
 import json
-import math
 import os
-import re
 import uuid
 from collections import defaultdict
-from collections.abc import Sequence
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute
-import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from evalcore.records import LEDGER_SCHEMA, STATUS_ERROR, Trajectory
+from evalcore.records import LEDGER_SCHEMA, STATUS_ERROR
 from sweepcore import lease
 from sweepcore.config import outcome_view
-from sweepcore.ledger.errors import (
-    CommitError,
-    ConfigChangedError,
-    DamagedFileError,
-    DuplicateKeyError,
-    LedgerError,
-)
-from sweepcore.plan import Plan
-
-MANIFEST = "manifest.json"
-PLAN_FILE = "plan.parquet"
-TRAJ_DIR = "trajectories"
-TMP_DIR = "_tmp"
-QUARANTINE_DIR = "quarantine"
-REPAIR_HINT = "sweep.repair=true moves it into <sweep>/quarantine/ and runs its keys again"
-REPLACES_META = b"opteval.replaces"
-OBJECT_STORES = ("s3", "gcs")
-PLAN_SCHEMA = pa.schema([
-    ("key", pa.string()), ("model", pa.string()), ("method", pa.string()),
-    ("benchmark", pa.string()), ("problem_id", pa.string()), ("sample", pa.int32()),
-])
-_REQUIRED = [f.name for f in LEDGER_SCHEMA if not f.nullable]
-_COLUMNS = set(LEDGER_SCHEMA.names)
-_FILE_RE = re.compile(r"^(part|compact|rewrite)-(\d+)-[0-9a-f]+\.parquet$")
-
-
-def _sorted_keys_sha256(keys: pa.ChunkedArray | pa.Array, chunk: int = 1 << 16) -> str:
-    """sha256 of ``"\\n".join(sorted(keys))``, sorted by Arrow (UTF-8 byte order is code-point
-    order, as Python sorts) and hashed chunk by chunk: no list of millions of strings."""
-    ordered = keys.take(pc.sort_indices(keys))
-    if isinstance(ordered, pa.ChunkedArray):
-        ordered = ordered.combine_chunks() if ordered.num_chunks else pa.array([], type=pa.string())
-    h = hashlib.sha256()
-    for i in range(0, len(ordered), chunk):
-        part = ordered.slice(i, chunk)
-        joined = pc.binary_join(pa.ListArray.from_arrays(pa.array([0, len(part)], pa.int32()), part), "\n")
-        if i:
-            h.update(b"\n")
-        h.update(joined[0].as_buffer())  # the joined UTF-8 bytes, never a Python str
-    return h.hexdigest()
-
+from sweepcore.ledger.errors import CommitError, ConfigChangedError, DuplicateKeyError, LedgerError, _cause
+from sweepcore.ledger.manifest import ManifestMixin, _now, config_diff
+from sweepcore.ledger.schema import _COLUMNS, _FILE_RE, _REQUIRED, MANIFEST, OBJECT_STORES, REPLACES_META, TMP_DIR, TRAJ_DIR
 
 # -- filesystems ------------------------------------------------------------------------------
 
@@ -133,155 +88,10 @@ def _is_hidden(rel: str) -> bool:
     return any(part.startswith((".", "_")) for part in rel.split("/"))
 
 
-def _now() -> _dt.datetime:
-    return _dt.datetime.now(_dt.UTC)
-
-
-# -- config diffs -------------------------------------------------------------------------------
-
-
-def _flatten(obj: Any, prefix: str = "") -> dict[str, Any]:
-    if isinstance(obj, dict):
-        out: dict[str, Any] = {}
-        for k, v in obj.items():
-            path = f"{prefix}.{k}" if prefix else str(k)
-            if isinstance(v, dict) and v:
-                out.update(_flatten(v, path))
-            else:
-                out[path] = v
-        return out
-    return {prefix: obj}
-
-
-_ABSENT = "<absent>"
-
-
-def config_diff(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
-    """``["sampling.temperature: 0.6 -> 0.7", ...]`` over dotted paths (lists compared whole)."""
-    a, b = _flatten(old), _flatten(new)
-    lines = []
-    for path in sorted(set(a) | set(b)):
-        va, vb = a.get(path, _ABSENT), b.get(path, _ABSENT)
-        if va != vb:
-            lines.append(f"{path}: {_show(va)} -> {_show(vb)}")
-    return lines
-
-
-def _show(v: Any) -> str:
-    if v is _ABSENT:
-        return _ABSENT
-    return json.dumps(v, default=str) if not isinstance(v, str) else v
-
-
-# -- rows ----------------------------------------------------------------------------------------
-
-
-def _json(obj: Any) -> str:
-    return json.dumps(obj, default=str, separators=(",", ":"))
-
-
-def _submission_text(raw: Any) -> str | None:
-    if raw is None:
-        return None
-    if isinstance(raw, str):
-        return raw
-    if isinstance(raw, bool):
-        return str(raw)
-    if isinstance(raw, (int, float)):
-        return repr(raw)
-    return _json(raw)[:2000]
-
-
-def trajectory_row(
-    traj: Trajectory,
-    *,
-    key: str,
-    correct: bool,
-    profile: str,
-    fingerprint: str,
-    sweep: str,
-    parsed: Any = None,
-    error: str | None = None,
-    attempts: int = 1,
-) -> dict[str, Any]:
-    """One ledger row (``LEDGER_SCHEMA``) for a graded trajectory.
-
-    ``parsed`` is ``evalcore.grading.parse_submission(raw)``: a float, ``"infeasible"``,
-    ``"unbounded"`` or None. Token counts a server did not report stay null.
-    """
-    raw = traj.submission.raw if traj.submission is not None else None
-    value = float(parsed) if isinstance(parsed, (int, float)) and not isinstance(parsed, bool) else None
-    if value is not None and not math.isfinite(value):
-        value = None
-    execs = traj.execs
-    return {
-        "key": key,
-        "sweep": sweep,
-        "model": traj.model,
-        "method": traj.method,
-        "benchmark": traj.benchmark,
-        "problem_id": traj.problem_id,
-        "sample": int(traj.sample),
-        "seed": int(traj.seed),
-        "status": traj.status,
-        "submission": _submission_text(raw),
-        "submission_value": value,
-        "submission_status": parsed if isinstance(parsed, str) else None,
-        "extraction": traj.submission.extraction if traj.submission is not None else None,
-        "correct": bool(correct),
-        "grading_profile": profile,
-        "prompt_tokens": traj.prompt_tokens,
-        "completion_tokens": traj.completion_tokens,
-        "cached_prompt_tokens": traj.cached_prompt_tokens,
-        "n_calls": len(traj.calls),
-        "n_execs": len(execs),
-        "exec_ok": sum(1 for e in execs if e.outcome == "ok"),
-        "first_exec_outcome": execs[0].outcome if execs else None,
-        "wall_s": float(traj.wall_s),
-        "simulated": bool(traj.simulated),
-        "error": error if error is not None else (traj.errors[-1] if traj.errors else None),
-        "attempts": int(attempts),
-        "fingerprint": fingerprint,
-        "committed_at": None,
-        "calls": _json([dataclasses.asdict(c) for c in traj.calls]),
-        "execs": _json([dataclasses.asdict(e) for e in execs]),
-        "transcript": _json(traj.transcript),
-        "budgets": _json(traj.budgets),
-    }
-
-
-def error_row(
-    item: Any,
-    reason: str,
-    attempts: int,
-    *,
-    sweep: str,
-    seed: int | None = None,
-    simulated: bool = False,
-    profile: str | None = None,
-    fingerprint: str | None = None,
-) -> dict[str, Any]:
-    """The row for a trajectory whose infrastructure failed past its retries.
-
-    ``item`` is a ``sweepcore.plan.PlanItem``. Status ``error``, never correct, tokens
-    null: it stays in the denominator and is listed, never dropped.
-    """
-    row: dict[str, Any] = dict.fromkeys(LEDGER_SCHEMA.names)
-    row.update(
-        key=item.key, sweep=sweep, model=item.model, method=item.method, benchmark=item.benchmark,
-        problem_id=item.problem_id, sample=int(item.sample), seed=seed, status=STATUS_ERROR,
-        correct=False, grading_profile=profile, n_calls=0, n_execs=0, exec_ok=0,
-        simulated=bool(simulated), error=reason, attempts=int(attempts),
-        fingerprint=fingerprint if fingerprint is not None else getattr(item, "fingerprint", None),
-        calls="[]", execs="[]", transcript="[]", budgets="{}",
-    )
-    return row
-
-
 # -- the ledger ------------------------------------------------------------------------------------
 
 
-class Ledger:
+class Ledger(ManifestMixin):
     """One sweep's Parquet dataset. Construct with :meth:`open`."""
 
     def __init__(self, fs: pafs.FileSystem, root: str, uri: str, *, read_only: bool, compact_every: int,
@@ -394,99 +204,6 @@ class Ledger:
         led._load()
         return led
 
-    def _write_manifest(self, old: dict[str, Any] | None, config: dict[str, Any], fingerprint: str,
-                        changes: list[str], sweep_name: str) -> None:
-        now = _now().isoformat()
-        man = dict(old or {"format": 1, "sweep": sweep_name, "created_at": now, "history": []})
-        if old is None or changes:
-            man["history"] = list(man.get("history", [])) + [
-                {"at": now, "fingerprint": fingerprint, "changes": changes}
-            ]
-        man.update(fingerprint=fingerprint, config=config, updated_at=now, opteval_version=_version())
-        self._put_json(MANIFEST, man)
-
-    def record_manifest_section(self, name: str, value: Any) -> None:
-        """Store one more top-level section in the manifest (e.g. the executors' solver versions)."""
-        self._writable()
-        man = self.manifest() or {}
-        man[name] = value
-        self._put_json(MANIFEST, man)
-
-    def manifest(self) -> dict[str, Any] | None:
-        """The manifest, or None when the sweep has none yet."""
-        path = f"{self.root}/{MANIFEST}"
-        try:
-            with self.fs.open_input_stream(path) as f:
-                data = f.read()
-        except (FileNotFoundError, OSError) as exc:
-            if self.fs.get_file_info(path).type == pafs.FileType.NotFound:
-                return None
-            raise LedgerError(f"cannot read {self.uri}/{MANIFEST}: {exc}") from exc
-        try:
-            man = json.loads(data)
-        except (ValueError, RecursionError) as exc:
-            raise DamagedFileError(f"{self.uri}/{MANIFEST}: not valid JSON ({str(exc)[:200]}); {REPAIR_HINT}") from exc
-        if not isinstance(man, dict):
-            raise DamagedFileError(f"{self.uri}/{MANIFEST}: not a JSON object; {REPAIR_HINT}")
-        self._manifest = man
-        return self._manifest
-
-    def _manifest_or_repair(self) -> dict[str, Any] | None:
-        """The manifest; a damaged one is quarantined under ``repair`` (the sweep then
-        continues as if new: the rows keep their own fingerprints)."""
-        try:
-            return self.manifest()
-        except DamagedFileError as exc:
-            if not self.repair or self.read_only:
-                raise
-            self._quarantine(f"{self.root}/{MANIFEST}", str(exc).split("; ")[0], keys=[])
-            return None
-
-    def _check_plan_file(self) -> None:
-        """A damaged ``plan.parquet`` is named (or quarantined under ``repair``) before it is rewritten."""
-        try:
-            self.read_plan()
-        except DamagedFileError as exc:
-            if not self.repair:
-                raise
-            self._quarantine(f"{self.root}/{PLAN_FILE}", str(exc).split("; ")[0], keys=[])
-
-    # ---- plan ----
-    def record_plan(self, plan: Sequence[Any]) -> dict[str, Any]:
-        """Store the plan (``plan.parquet``) and its summary in the manifest; returns the summary."""
-        self._writable()
-        counts: dict[str, int] = defaultdict(int)
-        if isinstance(plan, Plan):  # columnar, no item objects (10x the paper)
-            table = plan.to_table(PLAN_SCHEMA)
-            for (model, method, bench), n in plan.group_counts().items():
-                counts[f"{model}/{method}/{bench}"] += n
-        else:
-            cols = {name: [getattr(p, name) for p in plan] for name in PLAN_SCHEMA.names}
-            table = pa.table(cols, schema=PLAN_SCHEMA)
-            for p in plan:
-                counts[f"{p.model}/{p.method}/{p.benchmark}"] += 1
-        summary = {
-            "total": table.num_rows,
-            "keys_sha256": _sorted_keys_sha256(table.column("key")),
-            "counts": dict(counts),
-            "recorded_at": _now().isoformat(),
-        }
-        self._atomic_write_table(table, f"{self.root}/{PLAN_FILE}")
-        man = self.manifest() or {}
-        man["plan"] = summary
-        self._put_json(MANIFEST, man)
-        return summary
-
-    def read_plan(self) -> pa.Table | None:
-        """``plan.parquet`` as written by :meth:`record_plan`, or None."""
-        path = f"{self.root}/{PLAN_FILE}"
-        if self.fs.get_file_info(path).type == pafs.FileType.NotFound:
-            return None
-        try:
-            return pq.read_table(path, filesystem=self.fs, schema=PLAN_SCHEMA)
-        except (pa.ArrowException, OSError, ValueError) as exc:
-            raise DamagedFileError(f"{self.uri}/{PLAN_FILE}: cannot be read ({_cause(exc)}); {REPAIR_HINT}") from exc
-
     # ---- reading ----
     def _list(self) -> list[str]:
         sel = pafs.FileSelector(f"{self.root}/{TRAJ_DIR}", recursive=True, allow_not_found=True)
@@ -546,121 +263,9 @@ class Ledger:
     def _read_keys(self, files: list[str]) -> set[str]:
         return self._read_keys_checked(files)[0]
 
-    def _scan_keys(self, files: list[str]) -> list[tuple[str, list[str]]]:
-        """``[(file, keys)]``; one dataset scan (fast), or file by file when that fails so the
-        damaged ones can be named: :class:`DamagedFileError`, or quarantined under ``repair``."""
-        if not files:
-            return []
-        try:
-            dataset = ds.dataset(files, format="parquet", filesystem=self.fs)
-            got: dict[str, list[str]] = {f: [] for f in files}
-            for batch in dataset.scanner(columns=["key"]).scan_batches():
-                got.setdefault(batch.fragment.path, []).extend(batch.record_batch.column(0).to_pylist())
-            return list(got.items())
-        except (pa.ArrowException, OSError, ValueError):
-            pass
-        per_file, damaged = [], []
-        for f in files:
-            try:
-                keys = pq.read_table(f, columns=["key"], filesystem=self.fs).column(0).to_pylist()
-            except (pa.ArrowException, OSError, ValueError, KeyError) as exc:
-                damaged.append((f, _cause(exc)))
-                continue
-            per_file.append((f, keys))
-        if damaged and (not self.repair or self.read_only):
-            f, cause = damaged[0]
-            more = f" (and {len(damaged) - 1} more damaged file(s))" if len(damaged) > 1 else ""
-            raise DamagedFileError(f"ledger {self.uri}: cannot read {self._show(f)}: {cause}{more}; {REPAIR_HINT}")
-        for f, cause in damaged:
-            self._quarantine(f, f"cannot be read: {cause}", keys=None)
-        return per_file
-
-    def _read_keys_checked(self, files: list[str]) -> tuple[set[str], set[str]]:
-        """(committed keys, files moved to quarantine). A key committed twice is a
-        :class:`DuplicateKeyError`; under ``repair`` the later file holding it is
-        quarantined (its other keys run again)."""
-        per_file = self._scan_keys(files)
-        bad = set(files) - {f for f, _ in per_file}
-        while True:
-            keys: set[str] = set()
-            total = 0
-            for _, ks in per_file:
-                keys.update(ks)
-                total += len(ks)
-            if total == len(keys):
-                return keys, bad
-            seen: dict[str, str] = {}
-            dup: tuple[str, str, str] | None = None
-            for path, ks in sorted(per_file):
-                for k in ks:
-                    if k in seen:
-                        dup = (k, seen[k], path)
-                        break
-                    seen[k] = path
-                if dup:
-                    break
-            assert dup is not None
-            k, first, path = dup
-            where = "twice in " + self._show(path) if first == path else \
-                f"in {self._show(first)} and in {self._show(path)}"
-            if not self.repair or self.read_only:
-                raise DuplicateKeyError(f"ledger {self.uri}: key {k!r} is committed {where}; "
-                                        "sweep.repair=true moves the later file into <sweep>/quarantine/ "
-                                        "and runs its keys again")
-            held = dict(per_file)[path]
-            self._quarantine(path, f"key {k!r} committed {where}", keys=held)
-            per_file = [(f, ks) for f, ks in per_file if f != path]
-            bad.add(path)
-
     def _show(self, path: str) -> str:
         """A path in ``fs`` as the user would type it."""
         return f"{self.fs.type_name}://{path}" if self.object_store else path
-
-    def _quarantine(self, path: str, reason: str, keys: list[str] | None) -> None:
-        """Move a damaged file to ``<sweep>/quarantine/`` (path flattened) and say what it held."""
-        self._own()
-        rel = path[len(self.root) + 1:] if path.startswith(self.root + "/") else path.rsplit("/", 1)[-1]
-        dest = f"{self.root}/{QUARANTINE_DIR}/{_now().strftime('%Y%m%dT%H%M%S')}-{rel.replace('/', '__')}"
-        def move() -> None:
-            self._make_parent(dest)
-            self.fs.move(path, dest)
-
-        self._guard_write(dest, move)
-        entry = {"file": self._show(path), "to": self._show(dest), "reason": reason, "keys": keys}
-        self.quarantined.append(entry)
-        held = "keys unreadable" if keys is None else f"{len(keys)} key(s)"
-        print(f"[sweep] repair: moved {self._show(path)} to {self._show(dest)} ({reason}; {held})", flush=True)
-
-    def log_quarantined(self, plan: Sequence[Any]) -> list[str]:
-        """After :meth:`record_plan`: the planned keys each quarantined data file held (read from
-        it, or, when unreadable, the planned keys of its partition now missing), printed and
-        written next to it as ``<file>.keys.txt``. Returns every such key."""
-        out: list[str] = []
-        for q in self.quarantined:
-            keys = q["keys"]
-            if keys is None:
-                part = q["file"].split(f"/{TRAJ_DIR}/", 1)[-1].rsplit("/", 1)[0]
-                keys = [p.key for p in plan if self._partition(p.model, p.method).endswith(part)
-                        and p.key not in (self._keys or set())]
-            else:
-                keys = [k for k in keys if k not in (self._keys or set())]
-            if not keys:
-                continue
-            out.extend(keys)
-            shown = ", ".join(keys[:10]) + (f", ... ({len(keys)} in all)" if len(keys) > 10 else "")
-            if q["keys"] is None:
-                print(f"[sweep] repair: {q['file']} was unreadable; its keys are among the {len(keys)} planned "
-                      f"key(s) of its partition not in the ledger, which run again: {shown}", flush=True)
-            else:
-                print(f"[sweep] repair: {q['file']} held {len(keys)} key(s) not committed elsewhere; "
-                      f"they run again: {shown}", flush=True)
-            dest = q["to"][len(self.fs.type_name) + 3:] if self.object_store else q["to"]
-            try:
-                with self.fs.open_output_stream(dest + ".keys.txt") as f:
-                    f.write(("\n".join(keys) + "\n").encode())
-            except (OSError, pa.ArrowException) as exc:
-                print(f"[sweep] repair: could not write {q['to']}.keys.txt: {exc}", flush=True)
-        return out
 
     def committed_keys(self) -> set[str]:
         """Keys committed on disk (at open) or by this process since. A copy."""
@@ -858,18 +463,3 @@ class Ledger:
             self._keys.difference_update(gone)
             released.extend(gone)
         return released
-
-
-def _cause(exc: BaseException) -> str:
-    """The useful part of a storage exception, on one line."""
-    text = " ".join(str(exc).split()) or type(exc).__name__
-    return text[:300]
-
-
-def _version() -> str:
-    try:
-        from importlib.metadata import version
-
-        return version("opteval")
-    except Exception:  # not installed: running from the checkout
-        return "0.1.0+checkout"

@@ -49,7 +49,7 @@ from evalcore.models.base import Sampling
 from sweepcore.backends import BACKEND_KEY, is_simulated
 from sweepcore.config import SweepConfig, as_plain, overlay
 from sweepcore.ledger import Ledger, open_filesystem
-from sweepcore.ledger import _version as _ledger_version
+from sweepcore.ledger.manifest import _version as _ledger_version
 
 log = logging.getLogger("opteval.tracking")
 

@@ -92,7 +92,8 @@ def test_plan_table_and_summary_match_the_item_by_item_recording(tmp_path):
 
     import pyarrow as pa
 
-    from sweepcore.ledger import PLAN_SCHEMA, _sorted_keys_sha256
+    from sweepcore.ledger import PLAN_SCHEMA
+    from sweepcore.ledger.manifest import _sorted_keys_sha256
 
     plan = expand_plan(_cfg(), IDS)
     items = list(plan)

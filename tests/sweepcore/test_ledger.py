@@ -3,16 +3,29 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
 
 from evalcore.records import LEDGER_SCHEMA, CallRecord, ExecRecord, Submission, Trajectory
 from sweepcore.config import load_config, resolved, sweep_fingerprint
-from sweepcore.ledger import ConfigChangedError, DuplicateKeyError, Ledger, LedgerError, error_row, trajectory_row
+from sweepcore.ledger import (
+    LEDGER_FORMAT,
+    ConfigChangedError,
+    DamagedFileError,
+    DuplicateKeyError,
+    Ledger,
+    LedgerError,
+    error_row,
+    trajectory_row,
+)
 from sweepcore.plan import expand_plan, remaining
-from tests.cluster_core.ledger_reads import manifest_of, plan_of
+from tests.sweepcore.ledger_reads import manifest_of, plan_of
 
+REPO = Path(__file__).resolve().parents[2]
 IDS = {"sample": [f"p{i}" for i in range(5)]}
 
 
@@ -162,3 +175,77 @@ def test_readme_snippets_read_the_ledger_with_pandas_and_duckdb(tmp_path):
     acc = rel.fetchall()
     expect = df.groupby(["model", "method"]).correct.agg(["mean", "size"]).reset_index().values.tolist()
     assert [[m, x, pytest.approx(a), n] for m, x, a, n in acc] == expect
+
+
+# -- the format version in the manifest -----------------------------------------------------------
+
+
+def _set_format(root, value):
+    path = root / "demo" / "manifest.json"
+    man = json.loads(path.read_text())
+    if value is None:
+        man.pop("format")
+    else:
+        man["format"] = value
+    path.write_text(json.dumps(man))
+    return path
+
+
+def test_a_new_manifest_states_the_current_format(tmp_path):
+    cfg, res, fp, plan = _setup(tmp_path)
+    led = Ledger.open(str(tmp_path), "demo", res, fp)
+    led.close()
+    assert manifest_of(led)["format"] == LEDGER_FORMAT == 1
+
+
+def test_a_newer_format_is_refused_in_one_line_naming_the_file(tmp_path):
+    cfg, res, fp, plan = _setup(tmp_path)
+    led = Ledger.open(str(tmp_path), "demo", res, fp)
+    led.commit([_row(plan[0])])
+    led.close()
+    path = _set_format(tmp_path, LEDGER_FORMAT + 1)
+    for opener in (lambda: Ledger.open(str(tmp_path), "demo", res, fp),
+                   lambda: Ledger.open(str(tmp_path), "demo", res, fp, read_only=True),
+                   lambda: Ledger.open_existing(str(tmp_path), "demo")):
+        with pytest.raises(LedgerError) as err:
+            opener()
+        msg = str(err.value)
+        assert "\n" not in msg and str(path) in msg and f"format {LEDGER_FORMAT + 1}" in msg, msg
+        assert not isinstance(err.value, DamagedFileError)  # sweep.repair must never quarantine it
+    assert json.loads(path.read_text())["format"] == LEDGER_FORMAT + 1  # refused, not rewritten
+    with pytest.raises(LedgerError, match="newer"):
+        Ledger.open(str(tmp_path), "demo", res, fp, repair=True)
+
+
+def test_a_manifest_without_format_reads_as_the_current_one(tmp_path):
+    cfg, res, fp, plan = _setup(tmp_path)
+    led = Ledger.open(str(tmp_path), "demo", res, fp)
+    led.commit([_row(p) for p in plan[:3]])
+    led.close()
+    _set_format(tmp_path, None)
+    again = Ledger.open(str(tmp_path), "demo", res, fp)
+    assert again.committed_keys() == {p.key for p in plan[:3]}
+    again.close()
+    assert Ledger.open_existing(str(tmp_path), "demo").committed_keys() == {p.key for p in plan[:3]}
+
+
+def test_a_malformed_format_is_damage(tmp_path):
+    cfg, res, fp, plan = _setup(tmp_path)
+    Ledger.open(str(tmp_path), "demo", res, fp).close()
+    _set_format(tmp_path, "two")
+    with pytest.raises(DamagedFileError, match="format must be a positive integer"):
+        Ledger.open_existing(str(tmp_path), "demo")
+
+
+def test_the_sweep_command_exits_2_on_a_newer_format(tmp_path):
+    out = tmp_path / "out"
+    args = [f"sweep.output_dir={out}", "sweep.name=demo", "limit_problems=2", "methods=[direct]"]
+    cfg = load_config(args)
+    res = resolved(cfg)
+    Ledger.open(str(out), "demo", res, sweep_fingerprint(res)).close()
+    path = _set_format(out, LEDGER_FORMAT + 1)
+    proc = subprocess.run([sys.executable, str(REPO / "jobs" / "sweep.py"), "plan_only=true", *args], cwd=REPO,
+                          env=dict(os.environ, PYTHONPATH=str(REPO)), capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and str(path) in lines[0] and "newer" in lines[0], proc.stderr

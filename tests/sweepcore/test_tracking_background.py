@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from sweepcore.plan import plan_counts
 from sweepcore.tracking import BackgroundStart, Tracker, end_line, run_metrics
-from tests.cluster_core.test_tracking import _sweep
+from tests.sweepcore.test_tracking import _sweep
 
 
 def test_down_then_up_is_retried_and_resynced_from_the_ledger(tmp_path, monkeypatch, capsys):

@@ -23,7 +23,7 @@ from evalcore.records import LEDGER_SCHEMA, CallRecord, ExecRecord, Submission, 
 from sweepcore.config import load_config, resolved, sweep_fingerprint
 from sweepcore.ledger import ConfigChangedError, DuplicateKeyError, Ledger, error_row, trajectory_row
 from sweepcore.plan import expand_plan, remaining
-from tests.cluster_core.ledger_reads import manifest_of, plan_of
+from tests.sweepcore.ledger_reads import manifest_of, plan_of
 
 REPO = Path(__file__).resolve().parents[2]
 BUCKET = "opteval-test"

@@ -18,7 +18,7 @@ import pytest
 
 from sweepcore.lease import LEASE_FILE, LeaseHeldError, LeaseLostError
 from sweepcore.ledger import CommitError, DamagedFileError, DuplicateKeyError, Ledger, error_row
-from tests.cluster_core.test_ledger import _row, _setup
+from tests.sweepcore.test_ledger import _row, _setup
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -114,7 +114,7 @@ def test_two_drivers_racing_leave_exactly_one_writer(tmp_path):
     cfg, res, fp, plan = _setup(tmp_path)
     code = (
         "import sys, time; sys.path.insert(0, {!r})\n"
-        "from tests.cluster_core.test_ledger import _setup\n"
+        "from tests.sweepcore.test_ledger import _setup\n"
         "from sweepcore.ledger import Ledger\nfrom sweepcore.lease import LeaseHeldError\n"
         "cfg, res, fp, plan = _setup({!r})\n"
         "t0 = float(sys.argv[1])\n"
