@@ -152,12 +152,13 @@ class Replica:
 
 
 class FakeFleet:
-    """N fake GPUs on nodes of 8; placement by ``cluster.serve.llm_serving``'s rules."""
+    """N fake GPUs on nodes of 8; placement by ``sweepcore.placement``'s rules (the check through
+    ``cluster.serve.llm_serving.check_placement``, as the real fleet does)."""
 
     def __init__(self, gpus: int, cfg: Any) -> None:
         from cluster.serve import llm_serving as ls
 
-        self.ls, self.cfg = ls, cfg
+        self.ls, self.serving = ls, cfg.serving
         self.total_gpus = gpus
         self.free = [{"GPU": float(min(GPUS_PER_NODE, gpus - i)), "CPU": 256.0}
                      for i in range(0, gpus, GPUS_PER_NODE)]
@@ -166,17 +167,20 @@ class FakeFleet:
         self.all: list[Replica] = []
 
     def fits(self, m: Any, replicas: int) -> bool:
-        return not self.ls.plan_placement([self.ls.with_replicas(m.cfg, replicas)], self.cfg, self.free)
+        from sweepcore.placement import plan_placement, with_replicas
+
+        return not plan_placement([with_replicas(m.cfg, replicas)], self.serving, self.free)
 
     async def deploy(self, m: Any, replicas: int, group: int) -> Any:
         from sweepcore.endpoint import Endpoint
+        from sweepcore.placement import _place_replica, placement, with_replicas
 
-        cfg = self.ls.with_replicas(m.cfg, replicas)
-        self.ls.check_placement([cfg], self.cfg, self.free)  # placement checked before deploying
+        cfg = with_replicas(m.cfg, replicas)
+        self.ls.check_placement([cfg], self.serving, self.free)  # placement checked before deploying
         before = [dict(n) for n in self.free]
-        pl = self.ls.placement(cfg, self.cfg)
+        pl = placement(cfg, self.serving)
         for _ in range(pl["replicas"]):
-            assert self.ls._place_replica(self.free, pl)
+            assert _place_replica(self.free, pl)
         self.taken[m.name].append([{k: b.get(k, 0.0) - a.get(k, 0.0) for k in b} for b, a in zip(before, self.free)])
         loop = asyncio.get_running_loop()
         rep = Replica(m.name, m.gpus_per_replica, int(cfg["vllm"]["engine_kwargs"]["max_num_seqs"]),

@@ -375,7 +375,7 @@ def serve_config(ov: Overlay) -> dict[str, Any]:
 
     cfg = load_sweep(ov)
     models = [as_plain(model_config(n)) for n in ov.service_models]
-    spec = llm_serving.serve_app_config(models, cfg)
+    spec = llm_serving.serve_app_config(models, cfg.serving)
     return {"http_options": {"host": "0.0.0.0", "port": int(cfg.serving.http_port)}, "applications": [spec]}
 
 

@@ -80,6 +80,7 @@ def _on_gpus(model: dict[str, Any], cfg: Any) -> bool:
 
 def preflight(cfg: Any) -> tuple[bool, str | None]:
     """Before starting Ray: (whether any model needs this Ray cluster, why one cannot run here)."""
+    from cluster.serve.deployers import deployer_of
     from cluster.serve.llm_serving import VLLMNotInstalled
     from sweepcore.backends import backend_of
     from sweepcore.config import model_config
@@ -87,7 +88,7 @@ def preflight(cfg: Any) -> tuple[bool, str | None]:
     backends = {str(n): backend_of(model_config(str(n)), cfg.serving) for n in cfg.models}
     for name, b in backends.items():
         try:  # say what to install, not a traceback from a replica
-            b.preflight()
+            deployer_of(b).preflight()
         except VLLMNotInstalled as exc:
             same = sorted(n for n, o in backends.items() if o is b)
             return True, f"cannot serve {same or [name]}: {exc}"

@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from cluster import ray_private
+
 Bundle = dict[str, float]
 
 
@@ -26,9 +28,7 @@ def autoscaler_node_types() -> list[Bundle]:
     types), from the cluster config the autoscaler publishes in the GCS; [] when there is none
     (a local or fixed-size cluster). Node groups with ``max_count`` 0 cannot grow and are skipped."""
     try:
-        import ray._private.state as state
-
-        config = state.state.get_cluster_config()
+        config = ray_private.autoscaler_cluster_config()
     except Exception:  # older GCS, no autoscaler: nothing to grow into
         return []
     if config is None:

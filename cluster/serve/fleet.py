@@ -14,9 +14,12 @@ import asyncio
 from typing import Any
 
 from cluster.driver.schedule import ModelWork
+from cluster.serve import llm_serving
+from cluster.serve.deployers import deployer_of
 from cluster.serve.serving import cluster_gpus, deploy_stage, ensure_serve, teardown_stage, with_routes
 from sweepcore.backends import backend_of
 from sweepcore.endpoint import Endpoint
+from sweepcore.placement import plan_placement, with_replicas
 
 
 class ServeFleet:
@@ -35,22 +38,18 @@ class ServeFleet:
         rules), after the groups still coming up have taken theirs."""
         if not model.gpus_per_replica:
             return True
-        from cluster.serve import llm_serving
-
-        want = [*self.coming.values(), llm_serving.with_replicas(model.cfg, replicas)]
-        return not llm_serving.plan_placement(want, self.cfg, llm_serving._free_nodes())
+        want = [*self.coming.values(), with_replicas(model.cfg, replicas)]
+        return not plan_placement(want, self.cfg.serving, llm_serving._free_nodes())
 
     async def deploy(self, model: ModelWork, replicas: int, group: int) -> Endpoint:
         cfg = model.cfg
         backend = backend_of(cfg, self.cfg.serving)
         if backend.on_gpus:
-            from cluster.serve import llm_serving
-
-            cfg = llm_serving.with_replicas(cfg, replicas)
+            cfg = with_replicas(cfg, replicas)
         self.coming[(model.name, group)] = cfg
         try:
             if group:
-                eps = await asyncio.to_thread(backend.deploy_group, cfg, self.cfg, group)  # type: ignore[attr-defined]
+                eps = await asyncio.to_thread(deployer_of(backend).deploy_group, cfg, self.cfg, group)  # type: ignore[attr-defined]
                 eps = with_routes(eps, [(backend, [cfg])], self.cfg.serving)
             else:
                 eps = await asyncio.to_thread(deploy_stage, [cfg], self.cfg)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from cluster import ray_private
 from cluster.runtime import PlacementError
 
 LLM_APP_NAME = "opteval-llm"  # the one ray.serve.llm application of a stage
@@ -71,12 +72,10 @@ UNSCHEDULED_HINT = "to be scheduled"  # Serve's 30 s warning: a replica not plac
 def pending_requests(app_name: str) -> dict[str, tuple[list[dict[str, float]], str]]:
     """Deployment name -> (bundles, strategy) one of its replicas asks for, from the Serve
     controller's deployment configs; {} when the controller cannot say."""
-    from ray.serve.context import _get_global_client
-
     from cluster.serve.capacity import replica_request
 
     try:
-        client = _get_global_client()
+        client = ray_private.serve_global_client()
         details = client.get_serve_details() if client is not None else {}
     except Exception:
         return {}

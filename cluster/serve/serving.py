@@ -1,7 +1,8 @@
 """Model endpoints: deploy and tear down models through the backend registry
-(``sweepcore.backends``), and the Serve apps of the simulated policy and stand-ins. The sweep's
-schedule deploys one model at a time through ``cluster.serve.fleet.ServeFleet``; ``deploy_stage``
-stands several up at once (``opteval serve``, tests).
+(``sweepcore.backends``) and each backend's deployer (``cluster.serve.deployers``), and the
+Serve apps of the simulated policy and stand-ins. The sweep's schedule deploys one model at a
+time through ``cluster.serve.fleet.ServeFleet``; ``deploy_stage`` stands several up at once
+(``opteval serve``, tests).
 
 Why serve the simulated policy over HTTP at all: so the whole path a real model takes
 (Serve proxy, HTTP, ``OpenAIChatModel``, usage parsing) is exercised by tests and load
@@ -17,6 +18,7 @@ import time
 from dataclasses import replace
 from typing import Any
 
+from cluster.serve.deployers import deployer_of
 from cluster.serve.serve_apps import LLM_APP_NAME, QUIET_LOGS, start_serve, teardown, wait_app_ready
 from cluster.serve.sim_serving import (
     SIMULATED_FINGERPRINT,
@@ -87,7 +89,7 @@ def wait_ready(endpoints: dict[str, Endpoint], timeout_s: float) -> None:
 
 def stage_apps(models: list[dict[str, Any]], serving: Any = None) -> list[str]:
     """The Serve applications a stage of these models deploys (known before deploying)."""
-    return [app for b, ms in by_backend(models, serving) for app in b.apps(ms)]
+    return [app for b, ms in by_backend(models, serving) for app in deployer_of(b).apps(ms)]
 
 
 def deploy_stage(models: list[dict[str, Any]], cfg: Any) -> dict[str, Endpoint]:
@@ -102,11 +104,11 @@ def deploy_stage(models: list[dict[str, Any]], cfg: Any) -> dict[str, Endpoint]:
             ensure_serve(int(cfg.serving.http_port), str(cfg.serving.http_host))
         for b, ms in groups:
             if not b.on_gpus:
-                eps.update(b.deploy(ms, cfg))
+                eps.update(deployer_of(b).deploy(ms, cfg))
         wait_ready(eps, float(cfg.serving.ready_timeout_s))
         for b, ms in groups:
             if b.on_gpus:
-                eps.update(b.deploy(ms, cfg))
+                eps.update(deployer_of(b).deploy(ms, cfg))
         eps = with_routes(eps, groups, cfg.serving)
     except BaseException:
         try:
@@ -128,7 +130,7 @@ def with_routes(endpoints: dict[str, Endpoint], groups: list[tuple[Backend, list
     for backend, models in groups:
         for m in models:
             ep = out.get(str(m["name"]))
-            target = backend.handle_target(ep) if ep is not None and ep.app_name else None
+            target = deployer_of(backend).handle_target(ep) if ep is not None and ep.app_name else None
             if ep is not None and target is not None:
                 out[ep.name] = replace(ep, handle=target)
     return out

@@ -1,11 +1,13 @@
-"""The backend registry: how each model is configured, stood up or pointed at, placed and called.
+"""The backend registry: how each model is configured, placed and called (Ray-free specs).
 
 ``backend_of(model, serving)`` is the one place a model's ``backend`` key is looked at;
-everything else asks the backend it returns (``simulated``, ``serve``, ``on_gpus``,
-``deploy``, ``client_config`` ...). Backends: ``simulated`` (the simulated policy on Serve),
+everything else asks the backend it returns (``simulated``, ``serve``, ``on_gpus``, ``gpus``,
+``client_config`` ...). Backends: ``simulated`` (the simulated policy on Serve),
 ``openai`` (an external OpenAI-compatible URL), ``vllm`` (``ray.serve.llm`` on this cluster's
 GPUs), ``replay`` (recorded completions, in the worker) and the stand-in (``serving.standin``:
 the vLLM placement answered by the simulated policy; not a ``backend`` value of its own).
+Standing a model's endpoint up is its deployer's: ``cluster.serve.deployers.DEPLOYERS`` has one
+per name here (docs/extending.md: a new backend is a spec here plus a deployer there).
 """
 from __future__ import annotations
 

@@ -1,19 +1,18 @@
-"""What every backend owns: its model-config section, its checks, its endpoint, its GPUs, its client.
+"""What every backend's spec owns: its model-config section, its checks, its GPUs, its client config
+and the flags the driver branches on.
 
-A backend is stateless; the registry (``sweepcore.backends``) holds one instance of each.
-Standing an endpoint up needs Ray, so those imports are made inside ``deploy``; the checks
-and the client config need none (``plan_only`` runs and ``sweepcore.config`` use them).
+A backend spec is stateless; the registry (``sweepcore.backends``) holds one instance of each.
+None of it needs Ray (``plan_only`` runs and ``sweepcore.config`` use it); standing an endpoint up
+does, so that half of a backend is its deployer in ``cluster.serve.deployers`` (``DEPLOYERS``,
+keyed by the same name).
 """
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 from sweepcore.config_errors import ConfigError
-
-if TYPE_CHECKING:
-    from sweepcore.endpoint import Endpoint
 
 
 @dataclass(frozen=True)
@@ -63,23 +62,3 @@ class Backend:
     def gpus(self, model: Mapping[str, Any]) -> int:
         """GPUs the model holds while its stage runs."""
         return 0
-
-    def preflight(self) -> None:
-        """Before Ray starts: fail with the install hint when this backend cannot run here."""
-
-    # -- endpoints ------------------------------------------------------------------------------
-
-    def apps(self, models: Sequence[Mapping[str, Any]]) -> list[str]:
-        """The Serve applications ``deploy`` creates for these models (known before deploying)."""
-        return []
-
-    def handle_target(self, ep: Endpoint) -> tuple[str, str] | None:
-        """(deployment, app) a worker may call through a Serve handle instead of the HTTP proxy
-        (serving.route=handle): only apps this cluster deployed whose deployment answers
-        ``respond(raw, meta)``; None keeps the endpoint's own route."""
-        return None
-
-    def deploy(self, models: list[dict[str, Any]], cfg: Any) -> dict[str, Endpoint]:
-        """Stand these models' endpoints up (or point at them); name -> Endpoint. ``cfg`` is the
-        sweep config (read by attribute)."""
-        raise NotImplementedError

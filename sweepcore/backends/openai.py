@@ -2,13 +2,10 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import urlparse
 
 from sweepcore.backends.base import Backend, Where
-
-if TYPE_CHECKING:
-    from sweepcore.endpoint import Endpoint
 
 
 class OpenAIBackend(Backend):
@@ -41,18 +38,3 @@ class OpenAIBackend(Backend):
         if extra:
             out["extra_body"] = extra
         return out
-
-    def deploy(self, models: list[dict[str, Any]], cfg: Any) -> dict[str, Endpoint]:
-        return {str(m["name"]): external_endpoint(m) for m in models}
-
-
-def external_endpoint(model: Mapping[str, Any]) -> Endpoint:
-    """The Endpoint of an external URL: every ``openai`` key reaches the worker's client."""
-    from sweepcore.endpoint import Endpoint
-
-    oc = dict(model.get("openai") or {})
-    backoff = oc.get("backoff_s")
-    return Endpoint(name=str(model["name"]), base_url=str(oc["base_url"]), model_id=str(oc["model_id"]),
-                    simulated=False, api_key_env=str(oc.get("api_key_env") or ""),
-                    timeout_s=float(oc.get("timeout_s", 600.0)), max_retries=int(oc.get("max_retries", 4)),
-                    backoff_s=None if backoff is None else float(backoff))

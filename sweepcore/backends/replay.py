@@ -2,12 +2,9 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sweepcore.backends.base import Backend, Where
-
-if TYPE_CHECKING:
-    from sweepcore.endpoint import Endpoint
 
 
 class ReplayBackend(Backend):
@@ -23,9 +20,3 @@ class ReplayBackend(Backend):
         out = super().client_config(model)
         out.update({k: v for k, v in dict(model.get("replay") or {}).items() if v is not None})
         return out
-
-    def deploy(self, models: list[dict[str, Any]], cfg: Any) -> dict[str, Endpoint]:
-        from sweepcore.endpoint import Endpoint
-
-        return {str(m["name"]): Endpoint(name=str(m["name"]), base_url=None, model_id=str(m["name"]),
-                                         model_cfg=self.client_config(m)) for m in models}

@@ -458,7 +458,7 @@ def test_rayservice_builds_the_same_application_as_local_code():
     assert app["import_path"] == "ray.serve.llm:build_openai_app"
     ov = k8s.OVERLAYS["serve"]
     local_cfg = load_config(list(ov.sweep_args))  # the sweep config a local run would use
-    local = llm_serving.serve_app_config([as_plain(model_config(n)) for n in ov.service_models], local_cfg)
+    local = llm_serving.serve_app_config([as_plain(model_config(n)) for n in ov.service_models], local_cfg.serving)
     assert app == local
     ids = [c["model_loading_config"]["model_id"] for c in app["args"]["llm_configs"]]
     assert ids == list(ov.service_models)

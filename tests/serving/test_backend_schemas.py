@@ -16,6 +16,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from cluster.serve import llm_serving as ls
+from cluster.serve.deployers import DEPLOYERS
 from evalcore.models import make_model
 from evalcore.models.clients import ReplaySection
 from evalcore.models.openai_backend import OpenAIChatModel, OpenAISection
@@ -31,6 +32,7 @@ from sweepcore.config import (
     flat_backend_config,
     model_config,
 )
+from sweepcore.placement import placement
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -62,7 +64,7 @@ def _client_settings(c: Any) -> tuple:
 
 def test_every_openai_key_reaches_the_sweeps_client():
     def observe(m: dict[str, Any]) -> tuple:
-        ep = BACKENDS["openai"].deploy([m], cfg=None)["x"]  # what the driver hands the worker
+        ep = DEPLOYERS["openai"].deploy([m], cfg=None)["x"]  # what the driver hands the worker
         return _client_settings(ep.client(pool_shards=8))  # what the worker calls with
 
     changed_each({f.name for f in fields(OpenAISection)}, OPENAI_ALT, observe, OPENAI_BASE, "openai")
@@ -87,7 +89,7 @@ def test_every_replay_key_takes_effect(tmp_path):
         (tmp_path / f"{n}.jsonl").write_text(json.dumps({"id": "p1", "completion": f"answer {n}"}) + "\n")
 
     def observe(m: dict[str, Any]) -> str:
-        ep = BACKENDS["replay"].deploy([m], cfg=None)["x"]
+        ep = DEPLOYERS["replay"].deploy([m], cfg=None)["x"]
         return ep.client().get("p1").completion  # type: ignore[attr-defined]
 
     changed_each({f.name for f in fields(ReplaySection)}, {"path": str(tmp_path / "b.jsonl")}, observe,
@@ -120,7 +122,7 @@ def test_every_vllm_key_takes_effect():
     def observe(m: dict[str, Any]) -> Any:
         m = {**base, "vllm": m["vllm"]}
         try:
-            return (ls.llm_config_dict(m), ls.placement(m),
+            return (ls.llm_config_dict(m), placement(m, ServingSection()),
                     ls.stage_endpoints([m], base_url="http://h:1/v1")["Qwen3-0.6B"].extra_body)
         except ls.ModelConfigError as exc:  # a checked key's effect is the refusal
             return str(exc)
@@ -139,14 +141,16 @@ def test_the_standin_serves_the_vllm_placement_with_simulated_answers():
     m = as_plain(model_config("Qwen3-0.6B"))
     real, standin = backend_of(m, ServingSection()), backend_of(m, ServingSection(standin=True))
     assert real is BACKENDS["vllm"] and standin is STANDIN
-    assert standin.on_gpus and standin.gpus(m) == real.gpus(m) == 1 and standin.apps([m]) == real.apps([m])
+    assert standin.on_gpus and standin.gpus(m) == real.gpus(m) == 1
+    assert DEPLOYERS[standin.name].apps([m]) == DEPLOYERS[real.name].apps([m])
     assert standin.simulated and not real.simulated
     assert not any(b.on_gpus for n, b in BACKENDS.items() if n != "vllm")  # GPUs: vllm only
 
 
 # -- no key read outside the schema ---------------------------------------------------------------
 
-FILES = ["sweepcore/backends/*.py", "cluster/serve/llm_serving.py", "cluster/serve/serving.py", "cluster/serve/sim_serving.py",
+FILES = ["sweepcore/backends/*.py", "sweepcore/placement.py", "cluster/serve/deployers.py", "cluster/serve/llm_serving.py",
+         "cluster/serve/serving.py", "cluster/serve/sim_serving.py",
          "sweepcore/endpoint.py", "cluster/serve/serve_apps.py", "evalcore/models/clients.py", "jobs/serve.py"]
 SECTIONS = {"openai": OpenAISection, "vllm": VllmSection, "replay": ReplaySection,
             "sampling": ModelSamplingOverrides}
