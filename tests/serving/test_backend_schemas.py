@@ -192,3 +192,9 @@ def test_each_backend_owns_its_section(name):
     b = BACKENDS[name]
     assert b.name == name and b.section == name
     assert name in {f.name for f in fields(ModelConfig)}
+
+
+def test_every_backend_has_one_deployer_under_its_name():
+    assert set(DEPLOYERS) == set(BACKENDS) | {STANDIN.name}
+    assert all(d.backend == name for name, d in DEPLOYERS.items())
+    assert DEPLOYERS["standin"].standin and not DEPLOYERS["vllm"].standin  # type: ignore[attr-defined]
