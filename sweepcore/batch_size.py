@@ -31,6 +31,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from sweepcore.backends import BACKEND_KEY, backend_of
+
 GPU_GB = 80.0  # the 80 GB class the model YAMLs assume (A100-80G, H100); H200 has 141
 RUNTIME_GB = 4.0  # per GPU: CUDA context, activations at max_num_batched_tokens, graphs
 CONTEXT_TOKENS = 12_288  # KV tokens one live sequence holds on average (see the module docstring)
@@ -131,8 +133,6 @@ def _yaml(path: Path) -> dict[str, Any]:
 
 
 def vllm_model_files(models_dir: Path = MODELS_DIR) -> list[Path]:
-    from sweepcore.backends import BACKEND_KEY, backend_of
-
     return sorted(p for p in models_dir.glob("*.yaml") if BACKEND_KEY in (y := _yaml(p)) and backend_of(y).on_gpus)
 
 

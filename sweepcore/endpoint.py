@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from evalcore.models import make_model
 from evalcore.models.base import ChatModel
 
 # serving.route: how workers reach the apps this cluster deployed (cluster.serve.serve_handle)
@@ -43,8 +44,6 @@ class Endpoint:
     def client(self, pool_shards: int = 1) -> ChatModel:
         """The chat client for this endpoint: OpenAI-compatible HTTP when it has a URL, else the
         in-process backend its flat config names (``evalcore.models.make_model``)."""
-        from evalcore.models import make_model
-
         if not self.base_url:
             return make_model(dict(self.model_cfg or {}))
         cfg: dict[str, Any] = {"name": self.name, "backend": "openai", "base_url": self.base_url,

@@ -31,6 +31,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from evalcore.problems import get_entry, load_problem_ids
 from sweepcore.config import ConfigError, SweepConfig, item_fingerprinter, methods_for, samples_for
 
 
@@ -319,8 +320,6 @@ def registry_counts(cfg: SweepConfig, missing: list[str]) -> dict[tuple[str, str
     """Planned trajectories per (model, method, benchmark) from the registry's pinned counts,
     for ``plan_only`` before the files are fetched (``missing``: benchmarks without a file;
     the others are counted from their files)."""
-    from evalcore.problems import get_entry, load_problem_ids
-
     limit = cfg.limit_problems
     per_bench = {}
     for b in cfg.benchmarks:

@@ -14,6 +14,7 @@ from evalcore.extraction import PROFILES as EXTRACTION_PROFILES
 from evalcore.grading import PROFILES
 from evalcore.harnesses._common import STAGE_SAMPLING_KEYS
 from evalcore.harnesses.registry import all_harnesses, get_harness
+from evalcore.models.contract import SYSTEM_MODES
 from evalcore.problems import REGISTRY, register_local_benchmark
 from sweepcore.backends import BACKENDS, Where, backend_of
 from sweepcore.config.files import _NAME_RE, _check, _known, _merge, _read_yaml, configs_dir
@@ -98,8 +99,6 @@ def _where(source: str, prefix: str = "") -> Where:
 def _check_model(node: DictConfig, where: Where) -> None:
     """The one validation of a model config: the schema typed it; its backend checks its own
     section; another backend's section left at its defaults (set, it would do nothing)."""
-    from evalcore.models.contract import SYSTEM_MODES
-
     if node.backend is None:
         raise where.error("backend", f"missing: say which backend serves this model, one of {sorted(BACKENDS)}")
     backend = BACKENDS.get(str(node.backend))

@@ -33,6 +33,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from evalcore.grading import PROFILES
 from evalcore.sandbox.types import Limits
+from evalcore.solvers import validate as validate_solvers
 from sweepcore.config.entities import (
     _method_exists,
     _model_exists,
@@ -179,8 +180,6 @@ def _check_values(cfg: SweepConfig) -> None:
         _check(model in cfg.models, f"model_methods.{model}", "is not in models")
         bad = [m for m in ms if m not in cfg.methods]
         _check(not bad, f"model_methods.{model}", f"{bad} not in methods")
-    from evalcore.solvers import validate as validate_solvers
-
     try:
         validate_solvers(list(cfg.solvers))
     except ValueError as exc:

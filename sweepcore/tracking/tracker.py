@@ -45,6 +45,7 @@ import pyarrow.compute as pc
 from evalcore.finish_reasons import COLUMNS as FINISH_COLUMNS
 from evalcore.finish_reasons import with_counts
 from evalcore.harnesses.base import Budgets
+from evalcore.metrics import summarize
 from evalcore.models.base import Sampling
 from sweepcore.backends import BACKEND_KEY, is_simulated
 from sweepcore.config import SweepConfig, as_plain, overlay
@@ -142,8 +143,6 @@ def planned_counts_from(plan: pa.Table) -> dict[tuple[str, str, str], int]:
 def summarize_ledger(table: pa.Table, plan: pa.Table) -> Any:
     """``evalcore.metrics.summarize`` over the rows whose keys are planned, per
     (model, method, benchmark), with the plan's counts as denominators."""
-    from evalcore.metrics import summarize
-
     planned = pc.is_in(table.column("key"), value_set=plan.column("key"))
     cols = [c for c in SUMMARY_COLUMNS if c in table.column_names]
     summary = summarize(table.select(cols).filter(planned), planned=planned_counts_from(plan),
@@ -475,7 +474,7 @@ class Tracker:
     def _log_traces(self, table: pa.Table, plan: pa.Table, budget_s: float | None) -> tuple[int, int]:
         import mlflow
 
-        from sweepcore.tracking.traces import log_traces, select
+        from sweepcore.tracking.traces import log_traces, select  # pandas and the viewer's model: only to log
 
         assert self.experiment_id is not None  # only called while active
         # MLflow exports client-made traces through the process's global tracking URI, not the client's
