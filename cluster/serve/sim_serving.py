@@ -141,7 +141,7 @@ class SimulatedOpenAI:
 @serve.deployment(ray_actor_options={"num_cpus": 0})
 class StandinServer:
     """One model's stand-in replica: placed with the real replica's bundles and strategy
-    (``llm_serving.placement``), answering with the simulated policy (marked simulated)."""
+    (``sweepcore.placement.placement``), answering with the simulated policy (marked simulated)."""
 
     def __init__(self, model_cfg: dict[str, Any]) -> None:
         # serve.deployment turns the class into a Deployment; Ray's stubs type it as the class
@@ -180,7 +180,7 @@ class StandinIngress:
 
 def standin_app(placements: list[dict[str, Any]], ingress_options: dict[str, Any]) -> Any:
     """The stand-in stage app: one ``StandinServer`` per model with its real replica's
-    placement (``llm_serving.placement`` dicts plus ``max_ongoing_requests``) behind one ingress
+    placement (``sweepcore.placement.placement`` dicts plus ``max_ongoing_requests``) behind one ingress
     with the real ingress's options."""
     servers = {}
     for pl in placements:
