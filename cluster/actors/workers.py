@@ -72,7 +72,7 @@ def build_client(ep: Endpoint) -> Any:
     serving.route=handle); otherwise the endpoint's own client (HTTP for served endpoints,
     in-process for replay) with every setting its backend gave the endpoint."""
     if ep.handle:
-        from cluster.serve.serve_handle import handle_client
+        from cluster.serve.serve_handle import handle_client  # Serve's handle API: only for serving.route=handle
 
         return handle_client(ep)
     return ep.client(pool_shards=POOL_SHARDS)

@@ -28,6 +28,7 @@ from cluster.driver.preflight import preflight
 from cluster.driver.prepare import Prepared
 from cluster.driver.progress import Progress
 from cluster.driver.rejections import RejectionGuard
+from cluster.driver.schedule import max_ongoing
 from cluster.driver.signals import StopState
 from evalcore.records import Trajectory
 from sweepcore.endpoint import Endpoint
@@ -192,8 +193,6 @@ class Dispatcher:
         """The model's admission pool (the schedule opened it when its replicas came up; a
         caller without a schedule gets one sized from the model config)."""
         if model not in self.admission.shares:
-            from cluster.driver.schedule import max_ongoing
-
             cfg = self.prep.model_cfgs[model]
             harnesses = [self.prep.method_cfgs[m].harness for m in self.prep.cfg.methods if m in self.prep.method_cfgs]
             factor = harness_factor(harnesses) if cfg.get("vllm") else 1.0

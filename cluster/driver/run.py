@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cluster.driver import signals
+from cluster.driver.admission import check_limits
 from cluster.driver.commit import Committer, results_summary
 from cluster.driver.outcome import exit_code
 from cluster.driver.prepare import Prepared, plan_report, prepare
@@ -32,6 +33,7 @@ from cluster.runtime import (
     node_resources,
 )
 from sweepcore import config as cconf
+from sweepcore.backends import serves_on_gpus as on_gpus
 from sweepcore.config import SweepConfig, methods_for
 from sweepcore.ledger import LedgerError
 from sweepcore.plan import PlanItem, by_model, plan_counts
@@ -42,8 +44,6 @@ def serves_on_gpus(cfg: SweepConfig, model_cfgs: Mapping[str, Mapping[str, Any]]
     """Whether the sweep deploys vLLM models (or their stand-ins), which need CPUs beside GPUs.
     ``model_cfgs``: the configs ``prepare`` already read (no config file is read again once
     Ray runs: a job's working directory can be re-unpacked under it)."""
-    from sweepcore.backends import serves_on_gpus as on_gpus
-
     if model_cfgs is not None:
         return on_gpus(list(model_cfgs.values()))
     return on_gpus([cconf.model_config(m) for m in cfg.models])
@@ -72,6 +72,7 @@ def executor_count(cfg: SweepConfig, model_cfgs: Mapping[str, Mapping[str, Any]]
 
 def start_actors(prep: Prepared) -> tuple[list[Any], list[Any]]:
     """Executor actors, then worker actors that hold their handles."""
+    # the actor modules import Ray: not loaded by plan_only runs, which import this module
     from cluster.actors.executors import executor_name, start_executors
     from cluster.actors.workers import start_workers
 
@@ -117,6 +118,7 @@ async def run_models(prep: Prepared, workers: list[Any], committer: Committer, p
     """Every model with pending items through the continuous schedule (``cluster.driver.schedule``):
     its items grouped once, before any replica comes up; deployed when its GPUs are free;
     its apps torn down the moment its last trajectory is done, while the others keep running."""
+    # Ray and Serve: imported once models run, never by plan_only
     from cluster.driver.dispatch import Dispatcher
     from cluster.driver.schedule import ModelWork, model_works, run_schedule
     from cluster.serve.fleet import ServeFleet
@@ -305,8 +307,6 @@ def run_sweep(cfg: SweepConfig) -> int:
     and the exit code is 130. Raises ``sweepcore.ledger.LedgerError`` (jobs/sweep.py turns it
     into one line): the lease is held by another driver, a ledger file is damaged, or a commit
     failed (``CommitError``). The writer lease is released on every way out."""
-    from cluster.driver.admission import check_limits
-
     c = cfg.cluster
     check_limits(c.workers, c.worker_concurrency, c.max_in_flight_per_model)  # ConfigError: exit 2
     old = signals.install()
