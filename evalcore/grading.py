@@ -212,6 +212,12 @@ def _sirl(a: float, b: float) -> bool:
     return abs(a - b) / (abs(b) + 1.0) < 1e-6
 
 
+def _semopt(a: float, b: float) -> bool:
+    # SemOPT 5.1: "correct when its solver result differs from the ground truth by less than 10^-6":
+    # an absolute difference, strict. Tighter than ``sirl`` away from 0 (|b| + 1 scales that one).
+    return abs(a - b) < 1e-6
+
+
 @dataclass(frozen=True)
 class GradingProfile:
     """A named numeric-match rule; statuses always match exactly, never a number.
@@ -237,6 +243,7 @@ PROFILES: dict[str, GradingProfile] = {
             _orlm,
         ),
         GradingProfile("sirl", "|a-b|/(|b|+1) < 1e-6", _sirl),
+        GradingProfile("semopt", "|a-b| < 1e-6 (SemOPT's accuracy rule)", _semopt),
     )
 }
 DEFAULT_PROFILE = "optagentbench"

@@ -10,6 +10,9 @@ the top ``N_TOP=3`` children. ``many_rollouts`` runs MCTS with
 UCT = 0.5 r0 + 0.5 Q/N + 1 sqrt(log N_parent / N); a terminal's reward comes from pairwise LLM
 comparisons against up to 3 baseline terminals, in both orders; the first 3 solved terminals get
 reward 0.5 and become the baselines. 16 rollouts (the code saves results at 4/8/16).
+These are the defaults; the method config's ``params`` (``candidates``, ``top``, ``baselines``) and
+``budgets.max_turns`` (rollouts) scale the search down, as ``configs/methods/autoformulation.yaml``
+does to match the harness paper's token accounting (docs/calibration.md).
 Final answer: the solved terminal ranked first by its pairwise-comparison reward (baselines 0.5),
 its run's submission.
 Adaptations: lazy expansion along each rollout instead of the dense DFS;
@@ -26,7 +29,8 @@ import importlib.util
 import math
 import re
 from collections import Counter
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
 from typing import Any
 
 from evalcore.harnesses._baseline import PULP_FOOTER, Baseline, json_object, python_code, run_succeeded, to_sympy
@@ -189,11 +193,43 @@ def dedup(level: str, candidates: list[str]) -> list[str]:
     return out
 
 
+@dataclass(frozen=True)
+class SearchParams:
+    """The search's width: ``candidates`` sampled per expansion (the public code's N_USED_GPT),
+    ``top`` children kept after ranking (N_TOP), ``baselines`` solved terminals that become the
+    comparison baselines (reward 0.5). Rollouts are ``budgets.max_turns`` (at most N_ROLLOUTS)."""
+
+    candidates: int = N_SAMPLES
+    top: int = N_TOP
+    baselines: int = N_BASELINES
+
+    @classmethod
+    def from_config(cls, cfg: Mapping[str, Any] | None) -> SearchParams:
+        """Validated parameters; an unknown key or a bad value is an error naming ``params.<key>``."""
+        cfg = dict(cfg or {})
+        known = [f.name for f in fields(cls)]
+        unknown = sorted(set(cfg) - set(known))
+        if unknown:
+            raise ValueError(f"params: unknown key(s) {unknown}; known {known}")
+        out = cls(**cfg)
+        for name in known:
+            v = getattr(out, name)
+            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+                raise ValueError(f"params.{name} must be an integer >= 1, got {v!r}")
+        return out
+
+
 class AutoFormulation(Baseline):
     name = "autoformulation"
     prompt_dir = "autoformulation"
 
+    @staticmethod
+    def check_params(params: Mapping[str, Any] | None) -> None:
+        """Raise ValueError naming the bad ``params.<key>`` (the config loader calls this)."""
+        SearchParams.from_config(params)
+
     async def _run(self, problem: ProblemSpec, ctx: HarnessContext, meter: Meter, traj: Trajectory) -> None:
+        sp = SearchParams.from_config(ctx.params)
         root = Node(())
         baselines: list[Node] = []
         terminals: list[Node] = []
@@ -203,14 +239,14 @@ class AutoFormulation(Baseline):
                 node = root
                 while not node.terminal:
                     if node.children is None:
-                        node.children = await self._expand(problem, ctx, meter, node)
+                        node.children = await self._expand(problem, ctx, meter, node, sp)
                     if not node.children:
                         break
                     node = _select(node)
                     path.append(node)
                 reward = 0.0
                 if node.terminal:
-                    reward = await self._evaluate(problem, ctx, meter, traj, node, rollout, baselines, terminals)
+                    reward = await self._evaluate(problem, ctx, meter, traj, node, rollout, baselines, terminals, sp)
                 for n in path:
                     n.n += 1
                     n.q += reward
@@ -223,13 +259,15 @@ class AutoFormulation(Baseline):
         _, result = max(solved, key=lambda tr: (tr[0].q / tr[0].n if tr[0].n else 0.0, -terminals.index(tr[0])))
         self.answer(traj, result)
 
-    async def _expand(self, problem: ProblemSpec, ctx: HarnessContext, meter: Meter, node: Node) -> list[Node]:
+    async def _expand(self, problem: ProblemSpec, ctx: HarnessContext, meter: Meter, node: Node,
+                      sp: SearchParams) -> list[Node]:
         level = LEVELS[len(node.components)]
         partial = "\n".join(node.components) or "# (nothing yet)"
         candidates = []
-        for k in range(1, N_SAMPLES + 1):
-            reply = await meter.call(self.messages(ctx, level, question=problem.question, partial=partial, k=k, n=N_SAMPLES),
-                                     len(node.components), f"expand {level} {k}/{N_SAMPLES}", stage=level)
+        for k in range(1, sp.candidates + 1):
+            reply = await meter.call(self.messages(ctx, level, question=problem.question, partial=partial, k=k,
+                                                   n=sp.candidates),
+                                     len(node.components), f"expand {level} {k}/{sp.candidates}", stage=level)
             code = python_code(reply.text)
             if code is not None:
                 candidates.append(code)
@@ -245,7 +283,7 @@ class AutoFormulation(Baseline):
             if isinstance(scores, list) and len(scores) == len(distinct) and all(isinstance(s, (int, float)) for s in scores):
                 total = sum(max(0.0, float(s)) for s in scores) or 1.0
                 priors = [max(0.0, float(s)) / total for s in scores]
-        order = sorted(range(len(distinct)), key=lambda i: -priors[i])[:N_TOP]
+        order = sorted(range(len(distinct)), key=lambda i: -priors[i])[:sp.top]
         return [Node(node.components + (distinct[i],), prior=priors[i]) for i in order]
 
     async def _group(self, problem: ProblemSpec, ctx: HarnessContext, meter: Meter, distinct: list[str]) -> list[str]:
@@ -261,14 +299,14 @@ class AutoFormulation(Baseline):
         return list(dict.fromkeys(keep)) or distinct
 
     async def _evaluate(self, problem: ProblemSpec, ctx: HarnessContext, meter: Meter, traj: Trajectory, node: Node,
-                        rollout: int, baselines: list[Node], terminals: list[Node]) -> float:
+                        rollout: int, baselines: list[Node], terminals: list[Node], sp: SearchParams) -> float:
         if node.reward is not None:
             return node.reward
         node.result = await self.execute(ctx, traj, rollout, node.program())
         terminals.append(node)
         if not run_succeeded(node.result):
             node.reward = 0.0
-        elif len(baselines) < N_BASELINES:
+        elif len(baselines) < sp.baselines:
             baselines.append(node)
             node.reward = 0.5
         else:

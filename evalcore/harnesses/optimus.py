@@ -17,6 +17,10 @@ confidence call is made):
  9. template assembly (data, variables built from their shapes, snippets, solve, submit);
 10. ``execute_and_debug``: up to ``MAX_DEBUG=3`` whole-program ``debug`` calls after failures.
 Calls: about 6 + 4C plus debugging. Final answer: the first program that ran successfully.
+The method config's ``params`` may leave out step 4 (``confidence_review: false``) and step 6
+(``check: false``, whose results the public code discards anyway), as
+``configs/methods/optimus.yaml`` does to match the harness paper's token accounting
+(docs/calibration.md): then about 6 + 2C calls plus debugging.
 Adaptations: PuLP templates instead of gurobipy (tuple-keyed dicts play
 ``addVars``); no RAG (off by default in the public code).
 """
@@ -24,6 +28,8 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
 from typing import Any
 
 from evalcore.harnesses._baseline import PULP_FOOTER, Baseline, feedback, json_object, python_code
@@ -83,15 +89,44 @@ def assemble(params: dict[str, Any], variables: list[dict[str, Any]], sense: str
     return "\n".join(parts)
 
 
+@dataclass(frozen=True)
+class PipelineParams:
+    """Optional steps of the pipeline: the per-constraint confidence review (step 4, with its
+    keep/no/modify call) and the per-constraint sanity check (step 6, result discarded)."""
+
+    confidence_review: bool = True
+    check: bool = True
+
+    @classmethod
+    def from_config(cls, cfg: Mapping[str, Any] | None) -> PipelineParams:
+        """Validated parameters; an unknown key or a bad value is an error naming ``params.<key>``."""
+        cfg = dict(cfg or {})
+        known = [f.name for f in fields(cls)]
+        unknown = sorted(set(cfg) - set(known))
+        if unknown:
+            raise ValueError(f"params: unknown key(s) {unknown}; known {known}")
+        out = cls(**cfg)
+        for name in known:
+            if not isinstance(getattr(out, name), bool):
+                raise ValueError(f"params.{name} must be true or false, got {getattr(out, name)!r}")
+        return out
+
+
 class OptiMUS(Baseline):
     name = "optimus"
     prompt_dir = "optimus"
+
+    @staticmethod
+    def check_params(params: Mapping[str, Any] | None) -> None:
+        """Raise ValueError naming the bad ``params.<key>`` (the config loader calls this)."""
+        PipelineParams.from_config(params)
 
     async def _call_json(self, meter: Meter, ctx: HarnessContext, prompt: str, purpose: str, stage: str, **values: Any) -> Any:
         reply = await meter.call(self.messages(ctx, prompt, **values), 0, purpose, stage=stage)
         return json_object(reply.text), reply.text
 
     async def _run(self, problem: ProblemSpec, ctx: HarnessContext, meter: Meter, traj: Trajectory) -> None:
+        steps = PipelineParams.from_config(ctx.params)
         q = problem.question
         params, _ = await self._call_json(meter, ctx, "parameters", "extract parameters", "parameters", question=q)
         params = params if isinstance(params, dict) else {}
@@ -107,6 +142,9 @@ class OptiMUS(Baseline):
         constraints = [str(c) for c in kept] if isinstance(kept, list) else listed
         reviewed = []
         for c in constraints:
+            if not steps.confidence_review:
+                reviewed.append(c)
+                continue
             reply = await meter.call(self.messages(ctx, "confidence", question=q, constraint=c), 0, "confidence",
                                      stage="confidence")
             m = _SCORE.search(reply.text)
@@ -128,7 +166,7 @@ class OptiMUS(Baseline):
             formulated.append((c, str(form.get("formulation", ""))))
             for aux in form.get("auxiliary_constraints") or []:
                 formulated.append((str(aux), str(aux)))
-        for c, f in formulated:  # v0.3's "does this make sense" call; its result is discarded
+        for c, f in (formulated if steps.check else []):  # v0.3's "does this make sense" call; result discarded
             await meter.call(self.messages(ctx, "check", question=q, constraint=c, formulation=f), 0, "check", stage="check")
         obj_form, text = await self._call_json(meter, ctx, "formulate_objective", "formulate objective", "formulate_objective",
                                                question=q, parameters=shown, variables=_describe_vars(variables),

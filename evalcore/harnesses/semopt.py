@@ -27,7 +27,8 @@ prompt, ``prompts/semopt/critic.md``, to the generator or to another OpenAI-comp
 POST ``{problem, code}`` -> ``{score, raw, tokens}``). Every call -- reward-model calls included --
 is a CallRecord and a transcript entry with its stage; each candidate's transcript entry (its
 critic call, or its last generation call when it never ran) carries ``"semopt": {candidate,
-phase, level path, executed, R, S, exec, gate?}``, which ``evalcore.reporting.semopt`` reads.
+phase, level path, executed, R, S, exec, critic, first_failed, reflections, gate?}``, which
+``evalcore.reporting.semopt`` reads (``first_failed``/``reflections``: Table 16's repair accounting).
 """
 from __future__ import annotations
 
@@ -340,6 +341,8 @@ class SemOPT(TrajectoryHarness):
         result = None
         exec_index = None
         executed = False
+        first_failed = False  # the first attempt gave no objective value: the node "triggered repair" (G.1)
+        reflections = 0
         for round_ in range(run.params.reflections + 1):
             if code is not None:
                 self._check_turns(run)
@@ -352,11 +355,13 @@ class SemOPT(TrajectoryHarness):
                     break
             else:
                 problem_text = "Your reply had no ```python block, so nothing ran."
+            first_failed = first_failed or round_ == 0
             if round_ == run.params.reflections:
                 break
             conversation += [{"role": "assistant", "content": reply},
                              _user(render(load_prompt(PROMPTS, "reflect"), observation=problem_text))]
             completion = await run.meter.call(conversation, turn, "reflect", stage="reflect")
+            reflections += 1
             reply = completion.text
             code = extract_code(reply, "submit") or None
         reward, why = (None, None)
@@ -371,7 +376,8 @@ class SemOPT(TrajectoryHarness):
         entry = len(run.traj.transcript) - 1 if len(run.traj.transcript) > calls_before else origin
         run.traj.transcript[entry]["semopt"] = {
             "candidate": cand.index, "phase": phase, "path": path, "executed": executed,
-            "R": reward, "S": score, "exec": exec_index,
+            "R": reward, "S": score, "exec": exec_index, "critic": run.params.critic.kind,
+            "first_failed": first_failed, "reflections": reflections,
         }
         return cand
 

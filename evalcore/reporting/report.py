@@ -3,7 +3,9 @@
 The report is pure data (DataFrames) until :meth:`Report.write` renders it to
 ``report.md`` (every section), ``summary.json`` (one record per model x method x
 benchmark and per Macro, for programs), ``main_table.csv``, ``main_table.tex``, one CSV per
-other table under ``tables/``, the paper's Table 1 as ``tables/table1.md`` and PNG plots under
+other table under ``tables/`` (``costs.csv``: calls and tokens per trajectory beside the paper's
+figures; ``semopt_*.csv``: SemOPT's section when the sweep has a SemOPT method), the paper's
+Table 1 as ``tables/table1.md`` and PNG plots under
 ``plots/`` (Figure 2-left, ``fig2_left_<model>.png``, when OptiState and OptiCycle both ran).
 """
 from __future__ import annotations
@@ -20,9 +22,10 @@ import pandas as pd
 from evalcore.finish_reasons import COLUMNS as FINISH_COLUMNS
 from evalcore.grading import DEFAULT_PROFILE, get_profile
 from evalcore.problems import AnswerKey
-from evalcore.reporting import analysis, difficulty, plots, sampling, table1
+from evalcore.reporting import analysis, costs, difficulty, plots, sampling, table1
 from evalcore.reporting.frame import PROFILE_NAMES, _loads, prepare
 from evalcore.reporting.intervals import BootstrapSpec, cell_intervals, with_intervals
+from evalcore.reporting.semopt import SemoptReport, semopt_report
 from evalcore.reporting.tables import (
     MACRO,
     frame_markdown,
@@ -39,6 +42,7 @@ SIM_BANNER = ("**SIMULATED**: rows marked (simulated) come from the simulated po
 
 
 FIG2_A, FIG2_B = "optistate", "opticycle"  # Figure 2-left: A - B
+SEMOPT_PROFILE = "semopt"  # evalcore.grading: SemOPT's |a-b| < 1e-6
 MISSING_SHOWN = 20  # rows of the missing-scores list in report.md / stdout; tables/missing.csv has all
 
 
@@ -67,6 +71,10 @@ class Report:
     paired_confidence: float = 0.90
     # Figure 2-left: OptiState vs OptiCycle paired per benchmark (empty: not both in the sweep)
     fig2: pd.DataFrame = field(default_factory=pd.DataFrame)
+    # calls and tokens per trajectory per (model, method) beside the paper's figures (evalcore.reporting.costs)
+    costs: pd.DataFrame = field(default_factory=pd.DataFrame)
+    # SemOPT's section (its critic named, Tables 5-8 and 16) when the sweep has a SemOPT method
+    semopt: SemoptReport | None = None
     written: list[Path] = field(default_factory=list)
 
     @property
@@ -103,6 +111,8 @@ class Report:
                 "`cached:` columns: prompt tokens the server reported as cached. `tokens_missing`: "
                 "trajectories without recorded counts, left out of the means.", "",
                 frame_markdown(_label_sim(self.tokens), floatfmt="{:.0f}"), ""]
+        out += ["## Calls and tokens per trajectory, beside the paper's figures", "", costs.CAPTION, "",
+                costs.cost_markdown(self.costs), ""]
         out += ["## Execution and failures", "",
                 "exec_rate: share of planned trajectories whose code ran and submitted a valid result. "
                 "syntactic: the code failed, or it said infeasible where the answer is a number; "
@@ -152,6 +162,8 @@ class Report:
         else:
             out += [f"Figure 2 (left) not drawn: it needs both {FIG2_A} and {FIG2_B} in the sweep "
                     f"(present: {', '.join(self.methods_present) or 'none'}).", ""]
+        if self.semopt is not None:
+            out += [self.semopt.markdown(level=2), ""]
         out += ["## Grading sensitivity (%)", "",
                 "Accuracy under every grading profile side by side: " + "; ".join(
                     f"`{p}`: {get_profile(p).description}" for p in self.sensitivity_profiles()) + ".", "",
@@ -216,11 +228,13 @@ class Report:
         if len(self.fig2):
             self.fig2.to_csv(out / "tables" / "fig2_left.csv", index=False)
             written.append(out / "tables" / "fig2_left.csv")
-        for name in ("summary", "missing", "tokens", "failures", "repair", "curves", "selection",
+        for name in ("summary", "missing", "tokens", "costs", "failures", "repair", "curves", "selection",
                      "difficulty_labels", "difficulty", "paired", "sensitivity", "latency"):
             p = out / "tables" / f"{name}.csv"
             getattr(self, name).to_csv(p, index=False)
             written.append(p)
+        if self.semopt is not None:
+            written += self.semopt.write(out / "tables")
         written += pngs
         self.written = written
         return written
@@ -370,8 +384,13 @@ def build_report(df: Any, answer_keys: Mapping[str, AnswerKey], planned: Any, *,
         difficulty=difficulty.difficulty_table(prep, profile, labels), paired=paired,
         sensitivity=analysis.sensitivity_table(prep, profiles), latency=analysis.latency_table(prep),
         model_meta=model_meta, notes=notes, interval=spec, macro_ci=macro_ci, paired_confidence=paired_confidence,
+        costs=costs.cost_table(prep.traj),
     )
-    for name in ("tokens", "failures", "repair", "curves", "selection", "difficulty", "paired", "sensitivity", "latency"):
+    # SemOPT's tables under the SemOPT paper's own rule (5.1) when it was graded, else the report's
+    sem = semopt_report(prep, SEMOPT_PROFILE if SEMOPT_PROFILE in prep.profiles else profile)
+    rep.semopt = sem if len(sem.trajectories) else None
+    for name in ("tokens", "costs", "failures", "repair", "curves", "selection", "difficulty", "paired", "sensitivity",
+                 "latency"):
         setattr(rep, name, _nulls(getattr(rep, name)))
     if out_dir is not None:
         rep.write(out_dir)

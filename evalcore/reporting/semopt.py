@@ -15,6 +15,9 @@ Per (model, method, benchmark) and pooled (benchmark ``all``):
 Rows come from :func:`evalcore.reporting.frame.prepare` (one per planned trajectory; missing
 and error rows count as wrong and stay in every denominator). A method is a SemOPT method when
 its transcripts carry the harness's ``"semopt"`` candidate annotations. Simulated runs say so.
+The paper's Tables 5-8 and 16 (``evalcore.reporting.semopt_tables``) come with it, each method's
+critic is named (the default ``semopt`` method's LLM critic is the paper's critic ablation, not its
+trained reward model), and ``opteval report`` writes all of it as its SemOPT section.
 
     python -m evalcore.reporting.semopt <sweep dir> [--profile P] [--out semopt.md]
 """
@@ -25,7 +28,7 @@ import json
 import sys
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +36,7 @@ import numpy as np
 import pandas as pd
 
 from evalcore.grading import DEFAULT_PROFILE, grade_parsed, parse_submission
+from evalcore.reporting import semopt_tables
 from evalcore.reporting.difficulty import EASY, HARD, LEVELS, MEDIUM, difficulty_labels
 from evalcore.reporting.frame import Prepared, _loads, _nn
 
@@ -48,15 +52,57 @@ class SemoptReport:
     calls_distribution: pd.DataFrame
     difficulty: pd.DataFrame
     simulated: bool
+    profile: str = DEFAULT_PROFILE
+    critics: dict[str, str] = field(default_factory=dict)  # method -> its critic, labelled
+    candidates: pd.DataFrame = field(default_factory=pd.DataFrame)
+    table5: pd.DataFrame = field(default_factory=pd.DataFrame)
+    table6: pd.DataFrame = field(default_factory=pd.DataFrame)
+    table7: pd.DataFrame = field(default_factory=pd.DataFrame)
+    table7_source: str = ""
+    table8: pd.DataFrame = field(default_factory=pd.DataFrame)
+    table16: pd.DataFrame = field(default_factory=pd.DataFrame)
 
-    def markdown(self) -> str:
-        out = ["# SemOPT runs", ""]
+    TABLES = ("summary", "calls_distribution", "difficulty", "table5", "table6", "table7", "table8", "table16")
+
+    def markdown(self, level: int = 1) -> str:
+        """The whole section; ``level`` is the heading depth of its title (2 inside report.md)."""
+        h, hh = "#" * level, "#" * (level + 1)
+        out = [f"{h} SemOPT runs", ""]
         if self.simulated:
             out += [SIM_NOTE, ""]
-        out += ["## Pass@N, Best-of-N, gate, calls", "", _md(self.summary), "",
-                "## Calls per trajectory (distribution)", "", _md(self.calls_distribution), "",
-                "## Accuracy by difficulty", "", _md(self.difficulty), ""]
+        out += ["Critic of each SemOPT method:", ""] + [f"- `{m}`: {label}" for m, label in sorted(self.critics.items())]
+        out += ["", f"Graded under `{self.profile}`" + (
+            " (the SemOPT paper's rule, 5.1: |a-b| < 1e-6). An answer key rounded to fewer decimals than the "
+            "optimum (the embedded sample keeps 4) cannot be matched under it, so these accuracies can sit below "
+            "the main table's." if self.profile == "semopt" else "."), ""]
+        out += [f"{hh} Pass@N, Best-of-N, gate, calls", "", _md(self.summary), "",
+                f"{hh} Calls per trajectory (distribution)", "", _md(self.calls_distribution), "",
+                f"{hh} Accuracy by difficulty", "", _md(self.difficulty), "",
+                f"{hh} Table 5: critic discrimination (AUC / F1)", "",
+                "Executed candidates with a critic score; positive = the candidate's own answer is correct; F1 "
+                "predicts positive when R > tau. `c_init`: single-pass generations (the paper's test set).", "",
+                _md(self.table5), "",
+                f"{hh} Table 6: evaluator and hierarchy (Best-of-N accuracy, %)", "", _md(self.table6), "",
+                f"{hh} Table 7: efficiency on the combined hard subsets", "",
+                f"Hard problems from {self.table7_source or 'no labels'}; accuracy (%), wall seconds and model calls "
+                "per trajectory.", "", _md(self.table7), "",
+                f"{hh} Table 8: accuracy / API calls per benchmark", "", _md(self.table8), "",
+                f"{hh} Table 16: syntactic error handling during search", "",
+                "error_rate: evaluated nodes whose first execution gave no objective value; repaired / failed: of "
+                "those, fixed by reflection / still failing (score 0).", "",
+                _md(self.table16) if len(self.table16) else "(no rows: the ledger predates the harness's "
+                "`first_failed` annotation)", "",
+                f"{hh} Not produced", ""] + [f"- {line}" for line in semopt_tables.NOT_PRODUCED] + [""]
         return "\n".join(out)
+
+    def write(self, tables_dir: Path) -> list[Path]:
+        """``semopt_<table>.csv`` per table under ``tables_dir``."""
+        paths = []
+        for name in self.TABLES:
+            p = tables_dir / f"semopt_{name}.csv"
+            getattr(self, name).to_csv(p, index=False)
+            paths.append(p)
+        return paths
 
 
 def semopt_trajectories(prep: Prepared, profile: str = DEFAULT_PROFILE) -> pd.DataFrame:
@@ -169,8 +215,14 @@ def difficulty_strata(prep: Prepared, t: pd.DataFrame, profile: str = DEFAULT_PR
 
 def semopt_report(prep: Prepared, profile: str = DEFAULT_PROFILE) -> SemoptReport:
     t = semopt_trajectories(prep, profile)
+    methods = sorted(set(t["method"])) if len(t) else []
+    cands = semopt_tables.semopt_candidates(prep, methods, profile)
+    critics = semopt_tables.critic_labels(cands, methods)
+    table7, source = semopt_tables.table7(prep, t, profile) if len(t) else (pd.DataFrame(), "")
     return SemoptReport(t, summary_table(t), calls_distribution(t), difficulty_strata(prep, t, profile),
-                        bool(len(t) and t["simulated"].any()))
+                        bool(len(t) and t["simulated"].any()), profile=profile, critics=critics, candidates=cands,
+                        table5=semopt_tables.table5(cands), table6=semopt_tables.table6(t, critics), table7=table7,
+                        table7_source=source, table8=semopt_tables.table8(t), table16=semopt_tables.table16(cands))
 
 
 def _md(df: pd.DataFrame) -> str:

@@ -28,7 +28,7 @@ import re
 from typing import Any
 
 from evalcore.harnesses.semopt import ALTERNATIVE, HEAD_MODEL, HEAD_STRATEGY
-from evalcore.mutation import MUTATION_OPS, apply_operator, mutate
+from evalcore.mutation import SIM_MUTATION_OPS, apply_operator, mutate
 from evalcore.sim.policy import (
     SimulatedModel,
     StageCall,
@@ -143,7 +143,7 @@ def intended_code(model: SimulatedModel, call: StageCall, code_prompt: str) -> s
     if op is None:
         return ref
     seed = ("semopt-mutant", call.seed, call.problem.id, op)
-    return apply_operator(ref, op, _rng(*seed)) or mutate(ref, _rng(*seed), MUTATION_OPS)[0]
+    return apply_operator(ref, op, _rng(*seed)) or mutate(ref, _rng(*seed), SIM_MUTATION_OPS)[0]
 
 
 def _faulty(model: SimulatedModel, program: str, r: random.Random) -> str:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
-from evalcore.mutation import MUTATION_OPS
+from evalcore.mutation import MUTATION_OPS, SIM_MUTATION_OPS
 
 
 @dataclass(frozen=True)
@@ -25,7 +25,7 @@ class SimSkill:
     p_repair: float = 0.7  # per turn, after error feedback
     p_no_submit: float = 0.05  # program prints its result instead of calling submit()
     p_bad_formulation: float = 0.1  # OptiState: initial formulation lacks "constraints"
-    mutation_ops: tuple[str, ...] = MUTATION_OPS
+    mutation_ops: tuple[str, ...] = SIM_MUTATION_OPS  # any of MUTATION_OPS may be named
 
     def __post_init__(self) -> None:
         for f in fields(self):

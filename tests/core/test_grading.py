@@ -165,6 +165,33 @@ def test_sirl_is_relative_to_the_expected_value():
     assert not grade(1e-6, 0.0, "sirl")
 
 
+# -- semopt: |a-b| < 1e-6, absolute, strict (SemOPT 5.1) ---------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "submitted, expected, ok",
+    [
+        (0.0, 0.0, True),
+        (9.99e-7, 0.0, True),
+        (1e-6, 0.0, False),  # strict
+        (1.5e-6, 2e-6, True),
+        (1234.5 + 5e-7, 1234.5, True),
+        (1234.5 + 2e-6, 1234.5, False),  # absolute: a relative rule would pass it
+        (999_999.999, 999_999.0, False),  # passes sirl (relative to |b| + 1), fails semopt
+        (100.01, 100.0, False),  # passes optagentbench
+        (-7.0, -7.0, True),
+    ],
+)
+def test_semopt_boundaries(submitted, expected, ok):
+    assert grade(submitted, expected, "semopt") is ok
+
+
+def test_semopt_profile_leaves_the_others_as_they_were():
+    assert grade(999_999.999, 999_999.0, "sirl") and grade(100.01, 100.0) and grade(100.5, 100, "orlm")
+    assert PROFILES["semopt"].description.startswith("|a-b| < 1e-6")
+    assert [p for p in PROFILES if p != "semopt"][:4] == ["optagentbench", "optagentbench_numpy", "orlm", "sirl"]
+
+
 # -- statuses ---------------------------------------------------------------------------------------
 
 
@@ -186,7 +213,7 @@ def test_numpy_and_string_inputs_grade_like_floats():
 
 
 def test_unknown_profile_names_known_ones():
-    with pytest.raises(UnknownProfileError, match=r"'strict'.*optagentbench, optagentbench_numpy, orlm, sirl"):
+    with pytest.raises(UnknownProfileError, match=r"'strict'.*optagentbench, optagentbench_numpy, orlm, semopt, sirl"):
         grade(1.0, 1.0, "strict")
     with pytest.raises(UnknownProfileError):
         grade(None, 1.0, "strict")  # a typo fails even when the submission is missing

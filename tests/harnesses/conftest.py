@@ -50,12 +50,13 @@ def executor(local_executor):
 
 @pytest.fixture
 def run_harness(executor) -> Callable[..., Any]:
-    """run_harness(method, problem, model, sample=0, budgets=None) -> Trajectory (sync)."""
+    """run_harness(method, problem, model, sample=0, budgets=None, extraction=..., params=None) -> Trajectory (sync)."""
 
-    def _run(method, problem, model, sample=0, budgets=None, extraction="submit"):
+    def _run(method, problem, model, sample=0, budgets=None, extraction="submit", params=None):
         ctx = HarnessContext(
             model=model, executor=executor, sampling=Sampling(), sample=sample,
             budgets=budgets or Budgets(), model_name=model.name, method=method, extraction=extraction,
+            params=params or {},
         )
         return asyncio.run(get_harness(method).run(problem, ctx))
 

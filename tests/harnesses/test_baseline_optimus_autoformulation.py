@@ -4,6 +4,8 @@ from __future__ import annotations
 import json
 import re
 
+import pytest
+
 from evalcore.harnesses import Budgets
 from evalcore.harnesses.autoformulation import N_SAMPLES, dedup
 from evalcore.problems import ProblemSpec
@@ -120,3 +122,51 @@ def test_autoformulation_pairwise_comparison_and_call_budget(run_harness):
     t = run_harness("autoformulation", P, small, budgets=Budgets(max_calls=45, max_turns=16))
     assert len(t.calls) == 45 and any("budget spent: calls" in e for e in t.errors)
     assert len(t.execs) == 1 and t.status == STATUS_SUBMITTED  # the one terminal reached so far answers
+
+
+# -- the calibrated budgets' params (configs/methods/*.yaml, docs/calibration.md) ------------------
+
+
+def test_optimus_without_confidence_review_and_check(run_harness):
+    model = ScriptedModel(_optimus_script("```python\nmodel += x >= lb\n```"))
+    t = run_harness("optimus", P, model, budgets=Budgets(max_calls=40, max_turns=4),
+                    params={"confidence_review": False, "check": False})
+    # 6 + 2C calls: the low-confidence "modify: no" never runs, so both constraints are formulated and coded
+    assert model.stages == ["parameters", "objective", "constraints", "redundancy", "formulate", "formulate",
+                            "formulate_objective", "code", "code", "code_objective"]
+    assert t.status == STATUS_SUBMITTED and abs(t.submission.raw - 2.5) < 1e-6
+
+
+def test_autoformulation_search_width_from_params(run_harness):
+    ineq = {1: "x >= a", 2: "x >= a + 1"}
+    model = ScriptedModel({**AF, "inequalities": lambda m: f"```python\nmodel += {ineq[_cand(m)]}\n```",
+                           "rank": "[0.2, 0.8]"})
+    t = run_harness("autoformulation", P, model, budgets=Budgets(max_calls=16, max_turns=1),
+                    params={"candidates": 2, "top": 2, "baselines": 3})
+    # one rollout, 2 candidates per level: 5 x 2 samples + one ranking (only the inequalities differ)
+    assert model.stages.count("rank") == 1 and len(model.stages) == 5 * 2 + 1
+    assert all("of 2" in user_of(m) for _, s, m in model.calls if s != "rank")
+    assert len(t.execs) == 1 and abs(t.submission.raw - 3.5) < 1e-6  # the higher-ranked child: x >= a + 1
+    top1 = ScriptedModel(dict(model.script))
+    t = run_harness("autoformulation", P, top1, budgets=Budgets(max_calls=180, max_turns=16),
+                    params={"candidates": 2, "top": 1})
+    assert len(t.execs) == 1  # one child kept per level: a single terminal, however many rollouts
+
+
+def test_search_and_pipeline_params_are_checked():
+    from evalcore.harnesses.autoformulation import AutoFormulation
+    from evalcore.harnesses.optimus import OptiMUS
+
+    harnesses: dict[str, type[AutoFormulation] | type[OptiMUS]] = {"autoformulation": AutoFormulation,
+                                                                    "optimus": OptiMUS}
+    AutoFormulation.check_params({"candidates": 2, "top": 2})
+    OptiMUS.check_params({"check": False})
+    cases: list[tuple[str, dict[str, object], str]] = [
+        ("autoformulation", {"candidates": 0}, "params.candidates must be an integer >= 1"),
+        ("autoformulation", {"rollouts": 2}, "unknown key(s) ['rollouts']"),
+        ("optimus", {"check": "no"}, "params.check must be true or false"),
+        ("optimus", {"debug": 1}, "unknown key(s) ['debug']")]
+    for name, params, msg in cases:
+        with pytest.raises(ValueError) as err:
+            harnesses[name].check_params(params)
+        assert msg in str(err.value)

@@ -111,6 +111,7 @@ def test_failing_leaf_reflects_K_times_then_scores_zero_without_a_critic_call(lo
     assert "boom" in model.prompts[1] and "ValueError" in model.prompts[1]  # the error goes back to the model
     (c0,) = _candidates(t)
     assert c0["S"] == 0.0 and not c0["executed"] and c0["R"] is None and c0["gate"] == "search"
+    assert (c0["first_failed"], c0["reflections"], c0["critic"]) == (True, 2, "llm")  # Table 16: not repaired
     assert t.submission is None and t.status == "no_submission"
 
 
@@ -120,6 +121,8 @@ def test_reflection_repairs_and_a_status_counts_as_an_error(local_executor):
     assert [c.stage for c in t.calls] == ["generate", "reflect", "critic"]
     assert "not an objective value" in model.prompts[1]
     assert t.submission.raw == 5
+    (c0,) = _candidates(t)
+    assert (c0["first_failed"], c0["reflections"], c0["executed"]) == (True, 1, True)  # Table 16: repaired
     # with infeasible_is_error: false the status is an answer like any other
     t2 = _run(ScriptedModel(first='submit("infeasible")\n', critic=lambda code: 0.7), local_executor,
               infeasible_is_error=False)

@@ -92,3 +92,13 @@ def test_cli_names_a_missing_sweep_dir(tmp_path, capsys):
     assert report_main([str(tmp_path / "nope")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "not found" in err[0]
+
+
+def test_the_harness_records_what_tables_5_and_16_need(prep):
+    rep = semopt_report(prep)
+    c = rep.candidates
+    assert len(c) and set(c["critic"]) == {"llm"} and c["first_failed"].notna().all()
+    assert (c["reflections"] == 0).all() and not c["first_failed"].any()  # every scripted program ran first time
+    t16 = rep.table16[rep.table16["benchmark"] == "all"].iloc[0]
+    assert t16["nodes"] == len(c) and t16["triggered"] == 0 and t16["error_rate"] == 0.0
+    assert "critic ablation" in rep.critics["semopt"] and "# SemOPT runs" in rep.markdown()
