@@ -53,7 +53,7 @@ LOAD_S, LOAD_S_PER_B = 60.0, 4.0  # a replica's start: 60 s + 4 s per billion pa
 SANDBOX_S = (1.0, 6.0)  # a program's run between two calls, uniform
 COMPLETION_MEAN = 3000  # completion tokens per call, lognormal (sigma 0.6), capped by max_output_tokens
 PROMPT_BASE, PROMPT_PER_TURN = 1500, 1200  # prompt tokens: the problem, then history per turn
-SINGLE_CALL = {"direct", "orlm", "sirl", "llmopt"}
+SINGLE_CALL = {"direct", "orlm", "sirl"}
 TURNS = (2, 9)  # calls of a multi-call harness, uniform (inclusive), within budgets.max_calls
 
 

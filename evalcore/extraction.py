@@ -39,6 +39,14 @@ Each way is a named profile so published results can be reproduced exactly:
     e.g. ``Optimal objective value: 123.4``, ``Total cost = 5``, ``Objective: -3e2``;
     or a line saying ``infeasible`` / ``unbounded`` (a line saying both is ambiguous and
     skipped). The first number after the label on that line is taken.
+``llmopt``
+    As LLMOPT's inference (quao627/LLMOPT@3cb8710e ``inference/inference_q2f2c.py``,
+    ``infer_code``) reads a completion: the escapes it undoes (``\\n``, ``&#39;``, ``&lt;``,
+    ``&gt;``, ``\\"``), then the text between the FIRST ```` ```python ```` and the next
+    ```` ``` ```` (no such block: no program; LLMOPT's ``split`` would raise), then its two
+    ``print("\\<newline>`` repairs. Submission: LLMOPT's harness asks the model to read the
+    optimum off the program's output (LLMOPT's ``id_gt`` prompt, ``evalcore/harnesses/llmopt.py``);
+    where no model is at hand (scoring a file offline) this profile reads stdout as ``stdout`` does.
 """
 from __future__ import annotations
 
@@ -286,6 +294,17 @@ def _objective_number(line: str) -> float | None:
     return None
 
 
+def llmopt_code(text: str) -> str | None:
+    """LLMOPT's ``infer_code`` slicing, character for character (see the module docstring)."""
+    ans = (text or "").replace("\\\\n", "\n").replace("&#39;", "'").replace("&lt;", "<").replace("&gt;", ">") \
+        .replace('\\\\\"', '"')
+    if "```python" not in ans:
+        return None
+    code = ans.split("```python")[1].split("```")[0].replace('print("\\\\\n', 'print("') \
+        .replace('print(f"\\\\\n', 'print(f"')
+    return code if code.strip() else None
+
+
 PROFILES: dict[str, ExtractionProfile] = {
     "submit": ExtractionProfile("submit", _last_block, _submit_submission,
                                 "last fenced python block; the value passed to submit()"),
@@ -296,6 +315,9 @@ PROFILES: dict[str, ExtractionProfile] = {
                               "SIRL eval: <python> tag or first ```python block + status print; the printed best solution"),
     "stdout": ExtractionProfile("stdout", _last_block, _stdout_submission,
                                 "last fenced python block; the last objective value printed"),
+    "llmopt": ExtractionProfile("llmopt", llmopt_code, _stdout_submission,
+                                "LLMOPT inference: first ```python block after its unescaping; the optimum "
+                                "read off stdout (the llmopt harness asks the model, LLMOPT's id_gt prompt)"),
 }
 
 

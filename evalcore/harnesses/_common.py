@@ -221,8 +221,10 @@ class Meter:
 
     async def call(
         self, messages: list[Message], turn: int, purpose: str, stage: str = "act",
-        sampling_overrides: Mapping[str, Any] | None = None,
+        sampling_overrides: Mapping[str, Any] | None = None, seed: int | None = None,
     ) -> Completion:
+        """One metered call; ``seed`` replaces the trajectory's seed for this call only (a protocol
+        that resamples the same prompt, e.g. LLMOPT's self-correction, needs a new draw)."""
         spent = self.exhausted()
         if spent:
             raise BudgetSpent(spent)
@@ -231,7 +233,7 @@ class Meter:
         if self.ctx.prompt_contract is not None:  # the model's own conventions (roles, system prompt)
             messages = self.ctx.prompt_contract.apply(messages)
         t0 = time.perf_counter()
-        completion = await self.ctx.model.chat(messages, sampling, self.ctx.seed, meta)
+        completion = await self.ctx.model.chat(messages, sampling, self.ctx.seed if seed is None else seed, meta)
         latency = completion.latency_s if completion.latency_s else time.perf_counter() - t0
         u = completion.usage
         self.traj.calls.append(

@@ -22,6 +22,7 @@ import pandas as pd
 from evalcore.finish_reasons import COLUMNS as FINISH_COLUMNS
 from evalcore.grading import DEFAULT_PROFILE, get_profile
 from evalcore.problems import AnswerKey
+from evalcore.protocols import protocol_notes
 from evalcore.reporting import analysis, costs, difficulty, plots, sampling, table1
 from evalcore.reporting.frame import PROFILE_NAMES, _loads, prepare
 from evalcore.reporting.intervals import BootstrapSpec, cell_intervals, with_intervals
@@ -368,6 +369,9 @@ def build_report(df: Any, answer_keys: Mapping[str, AnswerKey], planned: Any, *,
              for g, n in sorted(prep.unnamed_missing.items())]
     if not len(labels):
         notes.append(f"no {difficulty_method!r} trajectories: difficulty recalibration skipped")
+    if len(summary):
+        families = {m: v.get("family") for m, v in (model_meta or {}).items()}
+        notes += [f"**Not its protocol**: {n}" for n in protocol_notes(zip(summary["model"], summary["method"]), families)]
     runs, uncontained = uncontained_runs(df)
     notes.append(f"sandbox: {uncontained} of {runs} program runs uncontained"
                  + (" (limits.allow_uncontained was true: those programs could read host files and the network)"

@@ -8,11 +8,12 @@ modules export as constants.
 
 Modules: ``skill`` (``SimSkill``, ``BaselineSkill``), ``policy`` (``SimulatedModel``, the stage
 registry, the study's harnesses' stages), ``baselines`` (the six baselines' stages),
-``semopt`` (SemOPT's stages). Importing the package registers every stage.
+``semopt`` (SemOPT's stages), ``llmopt`` (LLMOPT's protocol: five elements, Pyomo,
+self-correction). Importing the package registers every stage.
 """
 from __future__ import annotations
 
-from evalcore.sim import baselines, semopt  # noqa: F401  (register their stages)
+from evalcore.sim import baselines, llmopt, semopt  # noqa: F401  (register their stages)
 from evalcore.sim.policy import (
     POLICIES,
     STAGE_HANDLERS,

@@ -575,8 +575,6 @@ register_stage("direct", "act", lambda m, c: m._direct(c.problem, c.plan, c.seed
 register_stage("opticycle", "act", lambda m, c: m._act(c.problem, c.plan, c.seed, c.conv))
 register_stage("optistate", "formulate", lambda m, c: m.formulation_reply(c))
 register_stage("optistate", "act", lambda m, c: m._act(c.problem, c.plan, c.seed, c.conv, with_formulation=True))
-# LLMOPT's five elements: the formulation read off the reference program
-register_stage("llmopt", "formulate", lambda m, c: m.formulation_reply(c))
 
 
 def _reply(purpose: str, code: str | None = None, formulation: dict | None = None, lead: str = "") -> str:

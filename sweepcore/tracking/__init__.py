@@ -12,6 +12,7 @@ from sweepcore.tracking.tracker import (
     TrackingWarning,
     end_line,
     git_revision,
+    model_families,
     plan_params,
     planned_counts_from,
     problem_counts_from,
@@ -29,7 +30,8 @@ from sweepcore.tracking.tracker import (
 
 __all__ = [
     "ACTIVE_TAG", "BackgroundStart", "MAX_METRICS_PER_BATCH", "OffLoop", "ROLE_TAG", "SIMULATED_TAG", "SWEEP_TAG",
-    "Tracker", "TrackingWarning", "end_line", "git_revision", "plan_params", "planned_counts_from", "problem_counts_from",
+    "Tracker", "TrackingWarning", "end_line", "model_families",
+    "git_revision", "plan_params", "planned_counts_from", "problem_counts_from",
     "results_markdown", "run_metrics", "run_params", "runs_url", "samples_per_benchmark", "summarize_ledger",
     "sync_command", "sync_from_ledger", "tracking_uri", "ui_command"
 ]

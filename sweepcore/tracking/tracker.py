@@ -47,8 +47,9 @@ from evalcore.finish_reasons import with_counts
 from evalcore.harnesses.base import Budgets
 from evalcore.metrics import summarize
 from evalcore.models.base import Sampling
+from evalcore.protocols import protocol_notes
 from sweepcore.backends import BACKEND_KEY, is_simulated
-from sweepcore.config import SweepConfig, as_plain, overlay
+from sweepcore.config import ConfigError, SweepConfig, as_plain, model_config, overlay
 from sweepcore.ledger import Ledger, open_filesystem
 from sweepcore.ledger.manifest import _version as _ledger_version
 
@@ -191,12 +192,29 @@ def run_metrics(summary: Any, model: str, method: str) -> dict[str, float]:
     return out
 
 
-def results_markdown(summary: Any, title: str = "") -> str:
-    """Accuracy (%, avg@k with a problem-level CI) per model x method x benchmark, macro, tokens, missing."""
+def model_families(models: Iterable[str]) -> dict[str, str | None]:
+    """Each configured model's ``family`` (names without a readable config are left out)."""
+    out: dict[str, str | None] = {}
+    for name in models:
+        try:
+            out[str(name)] = model_config(str(name)).family
+        except (ConfigError, OSError, ValueError):
+            continue
+    return out
+
+
+def results_markdown(summary: Any, title: str = "", families: Mapping[str, str | None] | None = None) -> str:
+    """Accuracy (%, avg@k with a problem-level CI) per model x method x benchmark, macro, tokens, missing;
+    a line for each model x method that ran under a stand-in for its published protocol
+    (``evalcore.protocols``; ``families``: model -> config family)."""
     simulated = "simulated" in summary.columns and bool(summary["simulated"].fillna(False).any())
     lines = [f"# {title}" if title else "# Results", ""]
     if simulated:
         lines += ["**SIMULATED**: produced by the simulated policy; not a model's accuracy.", ""]
+    if len(summary):
+        lines += [f"**Not its protocol**: {n}" for n in protocol_notes(zip(summary["model"], summary["method"]),
+                                                                         families)]
+        lines += [""] if lines[-1] != "" else []
     methods = sorted({str(m) for m in summary.get("ci_method", []) if m}) if len(summary) else []
     if methods:
         lines += [f"95% CI: {'; '.join(methods)} (percentile, B={SUMMARY_BOOTSTRAP[0]}, seed {SUMMARY_BOOTSTRAP[1]}: "

@@ -63,6 +63,10 @@ def run_harness(executor) -> Callable[..., Any]:
     return _run
 
 
+# harnesses that accept only their protocol's own extraction profile
+OWN_EXTRACTION = {"llmopt": "llmopt"}
+
+
 @pytest.fixture
 def run_many(executor) -> Callable[..., Any]:
     """run_many([(method, problem, model, sample), ...], concurrency) -> list[Trajectory]."""
@@ -76,6 +80,7 @@ def run_many(executor) -> Callable[..., Any]:
                     ctx = HarnessContext(
                         model=model, executor=executor, sampling=Sampling(), sample=sample,
                         budgets=budgets or Budgets(), model_name=model.name, method=method,
+                        extraction=OWN_EXTRACTION.get(method, "submit"),
                     )
                     return await get_harness(method).run(problem, ctx)
 

@@ -19,6 +19,7 @@ class ScriptedModel:
         self.script = {k: list(v) if isinstance(v, (list, tuple)) else [v] for k, v in script.items()}
         self.used: dict[str, int] = {}
         self.calls: list[tuple[str, str, list[dict]]] = []
+        self.seeds: list[int] = []
 
     @property
     def stages(self) -> list[str]:
@@ -27,6 +28,7 @@ class ScriptedModel:
     async def chat(self, messages, sampling, seed, meta: CallMeta | None = None) -> Completion:
         stage = meta.stage if meta else "act"
         self.calls.append((meta.harness if meta else "", stage, [dict(m) for m in messages]))
+        self.seeds.append(seed)
         if stage not in self.script:
             raise AssertionError(f"unscripted stage {stage!r}")
         options = self.script[stage]

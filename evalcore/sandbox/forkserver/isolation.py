@@ -22,7 +22,7 @@ ETC_FILES = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "passwd", "group", "ns
              "host.conf", "localtime", "protocols", "services", "ssl", "alternatives", "mime.types", "fonts")
 DEV_NODES = ("null", "zero", "full", "random", "urandom")
 HEAVY_MODULES = ("numpy", "scipy", "scipy.optimize", "scipy.sparse", "pulp", "pyscipopt", "highspy",
-                 "coptpy", "gurobipy")
+                 "pyomo.environ", "coptpy", "gurobipy")
 
 
 # ====================================================================== user namespace
