@@ -14,8 +14,8 @@ import subprocess
 
 import pytest
 
-from cluster import llm_serving as ls
-from cluster.config import as_plain, model_config
+from cluster.serve import llm_serving as ls
+from sweepcore.config import ServingSection, as_plain, model_config
 
 
 def _gpu_reason() -> str | None:
@@ -44,10 +44,10 @@ def test_deploy_query_teardown_real_model(tmp_path):
     m["vllm"]["accelerator_type"] = None  # whatever GPU this machine has
     m["vllm"]["engine_kwargs"].update(max_model_len=4096, gpu_memory_utilization=0.5, enforce_eager=True)
     m["vllm"]["deployment"]["autoscaling_config"].update(min_replicas=1, max_replicas=1)
-    cfg = {"serving": {"http_port": 8000, "ready_timeout_s": 900, "prefix_cache_routing": True}}
+    serving = ServingSection(http_port=8000, ready_timeout_s=900, prefix_cache_routing=True)
     ray.init(ignore_reinit_error=True)
     try:
-        eps = ls.deploy_stage([m], cfg)
+        eps = ls.deploy_stage([m], serving)
         ep = eps["Qwen3-0.6B"]
         body = {"model": ep.model_id, "messages": [{"role": "user", "content": "Say OK."}],
                 "max_tokens": 64, "temperature": 0.6, "top_p": 0.95, "top_k": 20, "seed": 42,
