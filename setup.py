@@ -3,6 +3,6 @@
 from setuptools import find_packages, setup
 
 setup(
-    packages=[*find_packages(include=["evalcore*", "cluster*", "jobs*"]), "opteval_configs"],
+    packages=[*find_packages(include=["evalcore*", "sweepcore*", "cluster*", "jobs*"]), "opteval_configs"],
     package_dir={"opteval_configs": "configs"},
 )

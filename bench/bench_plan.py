@@ -47,9 +47,9 @@ def argv_for(out: Path, name: str, models: list[str]) -> list[str]:
 
 def fill(tmp: Path, out: Path, scale: int, batch: int) -> tuple[int, float]:
     """A ledger with every other key committed, in batches of ``batch`` rows (not timed)."""
-    from cluster.config import load_config, resolved, sweep_fingerprint
-    from cluster.ledger import Ledger, error_row
-    from cluster.plan import expand_plan
+    from sweepcore.config import load_config, resolved, sweep_fingerprint
+    from sweepcore.ledger import Ledger, error_row
+    from sweepcore.plan import expand_plan
 
     models, ids = setup(tmp, scale)
     name = f"paper-x{scale}"
@@ -74,9 +74,9 @@ def resume(tmp: Path, out: Path, scale: int) -> None:
     import json
     import resource
 
-    from cluster.config import load_config, resolved, sweep_fingerprint
-    from cluster.ledger import Ledger
-    from cluster.plan import expand_plan, plan_counts, remaining
+    from sweepcore.config import load_config, resolved, sweep_fingerprint
+    from sweepcore.ledger import Ledger
+    from sweepcore.plan import expand_plan, plan_counts, remaining
 
     models, ids = setup(tmp, scale)
     name = f"paper-x{scale}"

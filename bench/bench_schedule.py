@@ -8,7 +8,7 @@ admission and placement code, on a virtual clock.
 What is real: ``cluster.driver.schedule.run_schedule`` (GpuQueue, teardown the moment a model is
 done, replica groups on freed GPUs), ``cluster.driver.dispatch.Dispatcher`` (``run_model``, the
 per-model admission pools of ``cluster.driver.admission``, retries, grading, rows),
-``cluster.llm_serving`` placement (``placement``, ``check_placement``, ``with_replicas``) on fake
+``cluster.serve.llm_serving`` placement (``placement``, ``check_placement``, ``with_replicas``) on fake
 nodes of 8 GPUs, the plan (``expand_plan`` over the pinned benchmark sizes) and every model and
 method YAML. What is fake: the workers (a trajectory is a sequence of model calls with sandbox
 time between them, no harness runs), the replicas (a batch of ``max_num_seqs`` sequences, FIFO
@@ -152,12 +152,13 @@ class Replica:
 
 
 class FakeFleet:
-    """N fake GPUs on nodes of 8; placement by ``cluster.llm_serving``'s rules."""
+    """N fake GPUs on nodes of 8; placement by ``sweepcore.placement``'s rules (the check through
+    ``cluster.serve.llm_serving.check_placement``, as the real fleet does)."""
 
     def __init__(self, gpus: int, cfg: Any) -> None:
-        from cluster import llm_serving as ls
+        from cluster.serve import llm_serving as ls
 
-        self.ls, self.cfg = ls, cfg
+        self.ls, self.serving = ls, cfg.serving
         self.total_gpus = gpus
         self.free = [{"GPU": float(min(GPUS_PER_NODE, gpus - i)), "CPU": 256.0}
                      for i in range(0, gpus, GPUS_PER_NODE)]
@@ -166,17 +167,20 @@ class FakeFleet:
         self.all: list[Replica] = []
 
     def fits(self, m: Any, replicas: int) -> bool:
-        return not self.ls.plan_placement([self.ls.with_replicas(m.cfg, replicas)], self.cfg, self.free)
+        from sweepcore.placement import plan_placement, with_replicas
+
+        return not plan_placement([with_replicas(m.cfg, replicas)], self.serving, self.free)
 
     async def deploy(self, m: Any, replicas: int, group: int) -> Any:
-        from cluster.endpoint import Endpoint
+        from sweepcore.endpoint import Endpoint
+        from sweepcore.placement import _place_replica, placement, with_replicas
 
-        cfg = self.ls.with_replicas(m.cfg, replicas)
-        self.ls.check_placement([cfg], self.cfg, self.free)  # placement checked before deploying
+        cfg = with_replicas(m.cfg, replicas)
+        self.ls.check_placement([cfg], self.serving, self.free)  # placement checked before deploying
         before = [dict(n) for n in self.free]
-        pl = self.ls.placement(cfg, self.cfg)
+        pl = placement(cfg, self.serving)
         for _ in range(pl["replicas"]):
-            assert self.ls._place_replica(self.free, pl)
+            assert _place_replica(self.free, pl)
         self.taken[m.name].append([{k: b.get(k, 0.0) - a.get(k, 0.0) for k in b} for b, a in zip(before, self.free)])
         loop = asyncio.get_running_loop()
         rep = Replica(m.name, m.gpus_per_replica, int(cfg["vllm"]["engine_kwargs"]["max_num_seqs"]),
@@ -252,10 +256,10 @@ def batches_from(rev: str, model_cfgs: dict[str, dict[str, Any]]) -> None:
 def prepared(sweep: str, gpus: int, fraction: float, overrides: list[str] | None = None,
              old_batches: str | None = None) -> Any:
     """The sweep's real config and plan over the pinned benchmark sizes (no data needed)."""
-    from cluster import config as cconf
     from cluster.driver.prepare import Prepared
-    from cluster.plan import expand_plan
     from evalcore.problems import REGISTRY, AnswerKey, ProblemSpec
+    from sweepcore import config as cconf
+    from sweepcore.plan import expand_plan
 
     cfg = cconf.load_config([sweep, f"serving.gpus={gpus}", "tracking.enabled=false", *(overrides or [])])
     ids: dict[str, list[str]] = {}
@@ -323,7 +327,7 @@ async def replay(prep: Any, gpus: int, schedule: str, seed: int, quiet: bool) ->
     from cluster.driver.progress import Progress
     from cluster.driver.schedule import model_works, run_schedule
     from cluster.driver.signals import StopState
-    from cluster.plan import by_model
+    from sweepcore.plan import by_model
 
     cfg = prep.cfg
     fleet = FakeFleet(gpus, cfg)

@@ -58,7 +58,7 @@ class _Capture:
 async def capture_programs(prep) -> tuple[list[str], list[Any]]:
     """The program of every planned Direct trajectory, produced in process by the same policy
     (and the first trajectories, for the wire-size figures)."""
-    from cluster.serving import simulated_model_cfg
+    from cluster.serve.serving import simulated_model_cfg
     from evalcore.harnesses import get_harness
     from evalcore.harnesses.base import HarnessContext
     from evalcore.models import make_model
@@ -79,8 +79,8 @@ async def capture_programs(prep) -> tuple[list[str], list[Any]]:
 async def executor_only(programs: list[str], handles: list, slots: int, limits) -> tuple[float, float, float]:
     """(programs/s, t0, t1) on the executor actors alone, ``slots`` in flight (each actor runs one
     per CPU, the rest queue); the rate is the steady one, measured exactly as the sweep's."""
+    from cluster.actors.executors import RayExecutor, _Shared
     from cluster.driver.progress import Progress
-    from cluster.executors import RayExecutor, _Shared
 
     ex = RayExecutor(_Shared(handles), limits)
     sem = asyncio.Semaphore(slots)
@@ -226,7 +226,7 @@ def wire_costs(prep: Any, trajectories: list[Any]) -> dict[str, Any]:
     import ray.cloudpickle as cloudpickle
 
     from cluster.driver.dispatch import Dispatcher
-    from cluster.serving import Endpoint
+    from cluster.serve.serving import Endpoint
 
     ep = Endpoint(name="sim-fast", base_url="http://127.0.0.1:8000/sim-fast/v1", model_id="sim-fast",
                   simulated=True, app_name="opteval-sim-sim-fast")
@@ -271,11 +271,11 @@ def main() -> int:
     args = ap.parse_args()
     routes = [r for r in args.routes.split(",") if r]
 
-    from cluster.config import load_config
+    from cluster.actors.executors import start_executors
     from cluster.driver.prepare import prepare
     from cluster.driver.run import drive, executor_count, stop_actors
-    from cluster.executors import start_executors
     from cluster.runtime import connect, disconnect
+    from sweepcore.config import load_config
 
     out = tempfile.mkdtemp(prefix="opteval-bench-")
 

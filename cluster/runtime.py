@@ -14,6 +14,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from cluster import ray_private
+
 NAMESPACE = "opteval"
 # The custom Ray resource a node offers, one unit per executor slot (PINNED: the KubeRay
 # manifests put it on CPU worker groups). Executors run only where it is offered, so they
@@ -63,14 +65,8 @@ def loopback_node_ip() -> Iterator[None]:
     ``_node_ip_address="127.0.0.1"`` back to the host's address unless Ray thinks it runs
     single-node-only (its ``ENABLE_RAY_CLUSTER``, off on macOS/Windows); we set that for the
     duration of the call. No one else can join this cluster: it is ours and throwaway."""
-    import ray._private.ray_constants as rc
-
-    before = rc.ENABLE_RAY_CLUSTER
-    rc.ENABLE_RAY_CLUSTER = False
-    try:
+    with ray_private.single_node_only():
         yield
-    finally:
-        rc.ENABLE_RAY_CLUSTER = before
 
 
 def is_loopback_address(address: str) -> bool:
@@ -212,7 +208,7 @@ def available_cpus() -> int:
 
 
 def _config_error() -> type:
-    from cluster.config_errors import ConfigError  # no Ray import there
+    from sweepcore.config_errors import ConfigError  # no Ray import there
 
     return ConfigError
 

@@ -1,1 +1,1 @@
-"""The YAML configs; the wheel ships this folder as the package ``opteval_configs`` (cluster.config.configs_dir)."""
+"""The YAML configs; the wheel ships this folder as the package ``opteval_configs`` (sweepcore.config.configs_dir)."""

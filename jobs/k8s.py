@@ -5,7 +5,7 @@
     python jobs/k8s.py build dev         # print an overlay's manifests (kustomize-equivalent)
 
 Why generate: the RayJob's entrypoint and the RayService's ``serveConfigV2`` come from
-``cluster.config.load_config`` and ``cluster.llm_serving.serve_app_config`` -- the same
+``sweepcore.config.load_config`` and ``cluster.serve.llm_serving.serve_app_config`` -- the same
 code the local sweep runs -- so a manifest cannot name a model, engine argument or
 autoscaling bound that the configs do not. The committed files under */generated/ are
 this command's output; a test re-renders and compares.
@@ -157,7 +157,7 @@ def entrypoint(ov: Overlay) -> str:
 
 def load_sweep(ov: Overlay) -> Any:
     """The overlay's sweep config through the sweep's own loader (fails on a bad key)."""
-    from cluster.config import load_config
+    from sweepcore.config import load_config
 
     return load_config(sweep_argv(ov))
 
@@ -369,13 +369,13 @@ def _submitter() -> dict[str, Any]:
 
 def serve_config(ov: Overlay) -> dict[str, Any]:
     """The RayService's Serve config: ``ray.serve.llm:build_openai_app`` over the LLMConfigs
-    ``cluster.llm_serving`` builds from configs/models (same dicts as a local stage)."""
-    from cluster import llm_serving
-    from cluster.config import as_plain, model_config
+    ``cluster.serve.llm_serving`` builds from configs/models (same dicts as a local stage)."""
+    from cluster.serve import llm_serving
+    from sweepcore.config import as_plain, model_config
 
     cfg = load_sweep(ov)
     models = [as_plain(model_config(n)) for n in ov.service_models]
-    spec = llm_serving.serve_app_config(models, cfg)
+    spec = llm_serving.serve_app_config(models, cfg.serving)
     return {"http_options": {"host": "0.0.0.0", "port": int(cfg.serving.http_port)}, "applications": [spec]}
 
 

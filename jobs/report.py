@@ -24,9 +24,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from cluster.config import ConfigError, SweepConfig, load_config, model_config
-from cluster.ledger import Ledger, LedgerError
-from cluster.tracking import Tracker, results_markdown, summarize_ledger, sync_from_ledger, ui_command
+from sweepcore.config import ConfigError, SweepConfig, load_config, model_config
+from sweepcore.ledger import Ledger, LedgerError
+from sweepcore.tracking import Tracker, results_markdown, summarize_ledger, sync_from_ledger, ui_command
 
 FLAGS = ("--sync-mlflow", "--from-mlflow", "--summary")
 VALUED = ("--out", "--profile", "--compare", "--bootstrap", "--seed")
@@ -176,9 +176,9 @@ def default_out(ledger: Ledger, folder: str = "report") -> Path:
 
 
 def from_mlflow(cfg: SweepConfig) -> int:
-    from cluster.mlflow_views import MlflowViewError, table_from_mlflow
-    from cluster.tracking import tracking_uri
     from evalcore.reporting import to_markdown
+    from sweepcore.tracking import tracking_uri
+    from sweepcore.tracking.mlflow_views import MlflowViewError, table_from_mlflow
 
     uri = tracking_uri(cfg.tracking.uri, cfg.sweep.output_dir)
     try:

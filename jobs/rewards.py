@@ -12,11 +12,11 @@ names a cluster). Only the extracted code reaches a sandbox; answers stay in thi
 
 ``score``: the file formats of ``jobs/regrade.py`` (its readers are reused): ``C`` rows
 ``{"id", "completion", "sample"?}`` (JSONL or Parquet), ``A`` rows ``{"id", "answer"}``.
-Programs run on executor actors (``cluster.executors``). ``R.jsonl`` gets one row per
+Programs run on executor actors (``cluster.actors.executors``). ``R.jsonl`` gets one row per
 completion, in input order: ``{"id", "sample", "reward", "correct", "parts"}``; stdout
 gets ``scored <n> completions: mean reward <r>, correct <c>/<n>``.
 
-``serve``: the app of ``cluster.rewards_app`` on ``http://<host>:<port>/rewards``
+``serve``: the app of ``cluster.serve.rewards_app`` on ``http://<host>:<port>/rewards``
 (loopback by default), until SIGINT/SIGTERM. A ``--host`` other than loopback needs
 ``--token-env NAME``: the environment variable ``NAME`` holds a token every request must send
 as ``Authorization: Bearer <token>`` (it refuses to start without one).
@@ -94,7 +94,7 @@ def orlm_executed_items(path: Path) -> list[RewardItem]:
 
 
 async def _run_on_executors(codes: list[str | None], executors: int, limits: Limits) -> list[ExecResult | None]:
-    from cluster.executors import RayExecutor, _Shared, start_executors
+    from cluster.actors.executors import RayExecutor, _Shared, start_executors
 
     handles = start_executors(f"rewards-{os.getpid()}", executors, 1, limits)
     facade = RayExecutor(_Shared(handles), limits)
@@ -180,7 +180,7 @@ def service_token(host: str, token_env: str | None) -> str | None:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from cluster.rewards_app import ServiceConfig
+    from cluster.serve.rewards_app import ServiceConfig
 
     try:
         cfg = ServiceConfig(min_executors=args.min_executors, max_executors=args.max_executors,
@@ -192,8 +192,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if not _port_free(args.host, args.port):
         print(f"rewards: error: --port {args.port}: {args.host}:{args.port} is already in use", file=sys.stderr)
         return EXIT_INPUT
-    from cluster import rewards_app
     from cluster.runtime import connect, disconnect
+    from cluster.serve import rewards_app
 
     rt = connect(None, num_cpus=args.num_cpus)
     stop = threading.Event()

@@ -5,10 +5,10 @@
     python jobs/serve.py models=[Qwen3-4B] serving.standin=true  # the real placement, simulated answers
     python jobs/serve.py configs/sweeps/paper.yaml models=[Qwen3-0.6B,Qwen3-1.7B] hold=false
 
-Arguments are the sweep's (``cluster.config.load_config``: optional YAML, then a dotlist),
+Arguments are the sweep's (``sweepcore.config.load_config``: optional YAML, then a dotlist),
 plus ``hold=true|false`` (default true: keep serving until Ctrl-C, then tear down what this
 command deployed; SIGTERM does the same). Backends: ``vllm`` models go into one ``ray.serve.llm`` application
-(``cluster.llm_serving``; they must fit the GPUs at once, else the error names the stages),
+(``cluster.serve.llm_serving``; they must fit the GPUs at once, else the error names the stages),
 ``simulated`` ones into the simulated policy's Serve app, and ``openai`` ones are external
 servers (vLLM or SGLang run elsewhere): nothing is deployed, their URL and key variable are
 printed. Each printed line works with any OpenAI client:
@@ -47,8 +47,8 @@ def endpoint_line(ep: Any) -> str:
 
 def stage_models(cfg: Any) -> list[dict[str, Any]]:
     """The configured models as plain data, in order; each must have an endpoint to print."""
-    from cluster.backends import backend_of
-    from cluster.config import as_plain, model_config
+    from sweepcore.backends import backend_of
+    from sweepcore.config import as_plain, model_config
 
     models = [as_plain(model_config(str(n))) for n in cfg.models]
     for m in models:
@@ -60,8 +60,8 @@ def stage_models(cfg: Any) -> list[dict[str, Any]]:
 def stand_up(cfg: Any) -> tuple[dict[str, Any], list[str]]:
     """Deploy (or point at) every configured model at once, each as the sweep's schedule would
     (``deploy_stage``: one app per model); returns endpoints and the Serve apps we own."""
-    from cluster import serving
-    from cluster.backends import backend_of
+    from cluster.serve import serving
+    from sweepcore.backends import backend_of
 
     models = stage_models(cfg)
     need = sum(backend_of(m, cfg.serving).gpus(m) for m in models if _on_gpus(m, cfg))
@@ -75,21 +75,22 @@ def stand_up(cfg: Any) -> tuple[dict[str, Any], list[str]]:
 
 
 def _on_gpus(model: dict[str, Any], cfg: Any) -> bool:
-    from cluster.backends import backend_of
+    from sweepcore.backends import backend_of
 
     return backend_of(model, cfg.serving).on_gpus
 
 
 def preflight(cfg: Any) -> tuple[bool, str | None]:
     """Before starting Ray: (whether any model needs this Ray cluster, why one cannot run here)."""
-    from cluster.backends import backend_of
-    from cluster.config import model_config
-    from cluster.llm_serving import VLLMNotInstalled
+    from cluster.serve.deployers import deployer_of
+    from cluster.serve.llm_serving import VLLMNotInstalled
+    from sweepcore.backends import backend_of
+    from sweepcore.config import model_config
 
     backends = {str(n): backend_of(model_config(str(n)), cfg.serving) for n in cfg.models}
     for name, b in backends.items():
         try:  # say what to install, not a traceback from a replica
-            b.preflight()
+            deployer_of(b).preflight()
         except VLLMNotInstalled as exc:
             same = sorted(n for n, o in backends.items() if o is b)
             return True, f"cannot serve {same or [name]}: {exc}"
@@ -97,7 +98,7 @@ def preflight(cfg: Any) -> tuple[bool, str | None]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from cluster.config import ConfigError, load_config
+    from sweepcore.config import ConfigError, load_config
 
     raw = list(sys.argv[1:] if argv is None else argv)
     if {"-h", "--help"} & set(raw):
@@ -138,8 +139,8 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         pass
     except Exception as exc:  # placement refused, deploy failed, not ready: one line, exit 1
-        from cluster.llm_serving import ModelConfigError, ModelNotReady, UnplaceableModel
-        from cluster.serving import ServingError
+        from cluster.serve.llm_serving import ModelConfigError, ModelNotReady, UnplaceableModel
+        from cluster.serve.serving import ServingError
 
         if not isinstance(exc, (ModelConfigError, ModelNotReady, UnplaceableModel, ServingError)):
             raise
@@ -148,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         try:
             if hold and apps:
-                from cluster.llm_serving import teardown
+                from cluster.serve.llm_serving import teardown
 
                 print(f"tearing down {', '.join(apps)}", flush=True)
                 for app in apps:

@@ -12,9 +12,9 @@ import sys
 import textwrap
 from typing import Any
 
-from cluster.config import ConfigError, load_config
-from cluster.ledger import Ledger, LedgerError
 from jobs.report import UsageError, answer_keys
+from sweepcore.config import ConfigError, load_config
+from sweepcore.ledger import Ledger, LedgerError
 
 MAX_LISTED = 10
 

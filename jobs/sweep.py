@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from cluster.config import SweepConfig
+    from sweepcore.config import SweepConfig
 
 EXIT_CONFIG = 2
 EXIT_INTERRUPTED = 130
@@ -53,7 +53,7 @@ Arguments, in this order:
 def usage() -> str:
     """``--help``: what the run does, the argument forms, and the config's top-level sections
     read from configs/sweep.yaml itself (so the list cannot go stale)."""
-    from cluster.config import configs_dir
+    from sweepcore.config import configs_dir
 
     path = configs_dir() / "sweep.yaml"
     sections = "\n".join(config_sections(path))
@@ -110,12 +110,12 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main(argv: list[str] | None) -> int:
-    from cluster.config import ConfigError, load_config, overridden
     from cluster.driver import signals
-    from cluster.ledger import CommitError, ConfigChangedError, LedgerError
     from cluster.runtime import RayStartupError
-    from cluster.serve_apps import ModelNotReady
+    from cluster.serve.serve_apps import ModelNotReady
     from evalcore.problems import BenchmarkLoadError
+    from sweepcore.config import ConfigError, load_config, overridden
+    from sweepcore.ledger import CommitError, ConfigChangedError, LedgerError
 
     argv = list(sys.argv[1:] if argv is None else argv)
     if {"-h", "--help"} & set(argv):
@@ -167,7 +167,7 @@ def _one_line(exc: BaseException) -> str:
 def check_output_dir(cfg: SweepConfig) -> None:
     """A local ``sweep.output_dir`` must be creatable and writable before anything starts
     (else the first commit, minutes in, would fail with a traceback)."""
-    from cluster.config import ConfigError
+    from sweepcore.config import ConfigError
 
     out = cfg.sweep.output_dir
     if "://" in out and not out.startswith("file://"):
@@ -193,9 +193,9 @@ def missing_benchmarks(cfg: SweepConfig) -> list[str]:
 def ensure_data(cfg: SweepConfig) -> None:
     """Fetch absent benchmarks (``data.fetch_missing``, the default) so no manual data step
     precedes a job; the files are sha256-pinned, so fetching cannot change the numbers."""
-    from cluster.config import ConfigError
     from cluster.driver import signals
     from evalcore import problems as P
+    from sweepcore.config import ConfigError
 
     missing = missing_benchmarks(cfg)
     if not missing:
@@ -229,7 +229,7 @@ def ensure_data(cfg: SweepConfig) -> None:
 def check_job_storage(cfg: SweepConfig) -> None:
     """Under ``ray job submit`` the working directory is a temporary unpacked package whose
     path changes with every upload: a relative ledger there would be lost on resume."""
-    from cluster.config import ConfigError
+    from sweepcore.config import ConfigError
 
     if not os.environ.get("RAY_JOB_CONFIG_JSON_ENV_VAR"):
         return
@@ -255,7 +255,7 @@ def plan_only(cfg: SweepConfig) -> int:
 
     missing = missing_benchmarks(cfg)
     if missing:
-        from cluster.plan import registry_plan_report
+        from sweepcore.plan import registry_plan_report
 
         print(registry_plan_report(cfg, missing), flush=True)
         return 0

@@ -15,9 +15,9 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from cluster.config import ConfigError, load_config
-from cluster.ledger import Ledger, LedgerError
 from jobs.report import UsageError, answer_keys, check_out_dir, default_out, no_plan_message, parse_args
+from sweepcore.config import ConfigError, load_config
+from sweepcore.ledger import Ledger, LedgerError
 
 FLAGS = ("--mlflow",)
 VALUED = ("--out", "--max-pages")
@@ -56,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"view written to {site.index.resolve()} ({site.trajectories} trajectories, {site.pages} pages, "
           f"{site.errors} errors, {site.missing} missing); open it in a browser")
     if opts["--mlflow"]:
-        from cluster.tracking import Tracker
+        from sweepcore.tracking import Tracker
 
         tracker = Tracker.from_config(cfg)
         tracker.enabled = True  # an explicit --mlflow overrides tracking.enabled=false

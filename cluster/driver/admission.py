@@ -22,7 +22,7 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from cluster.config_errors import ConfigError
+from sweepcore.config_errors import ConfigError
 
 SANDBOX_FACTOR = 1.5  # multi-call harnesses: ~1/3 of a trajectory's time is in the sandbox (bench assumption)
 SINGLE_CALL_FACTOR = 1.1  # one call then one run: a little slack so the batch refills at once

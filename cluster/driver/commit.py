@@ -13,13 +13,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, cast
 
-from cluster.backends import is_simulated
 from cluster.driver.prepare import Prepared
-from cluster.ledger import CommitError, Ledger, LedgerError, error_row, trajectory_row
-from cluster.plan import PlanItem
-from cluster.tracking import summarize_ledger
 from evalcore.grading import grade_submission, parse_submission
 from evalcore.records import Trajectory
+from sweepcore.backends import is_simulated
+from sweepcore.ledger import CommitError, Ledger, LedgerError, error_row, trajectory_row
+from sweepcore.plan import PlanItem
+from sweepcore.tracking import summarize_ledger
 
 
 class Committer:

@@ -21,18 +21,19 @@ from typing import Any
 import ray
 from ray.exceptions import RayError
 
+from cluster.actors.workers import TrajectoryTask, WorkerFailure
 from cluster.driver.admission import Admission, Pool, harness_factor
 from cluster.driver.commit import Committer, Outcome, build_row
 from cluster.driver.preflight import preflight
 from cluster.driver.prepare import Prepared
 from cluster.driver.progress import Progress
 from cluster.driver.rejections import RejectionGuard
+from cluster.driver.schedule import max_ongoing
 from cluster.driver.signals import StopState
-from cluster.endpoint import Endpoint
-from cluster.plan import PlanItem
-from cluster.tracking import Tracker
-from cluster.workers import TrajectoryTask, WorkerFailure
 from evalcore.records import Trajectory
+from sweepcore.endpoint import Endpoint
+from sweepcore.plan import PlanItem
+from sweepcore.tracking import Tracker
 
 WORKER_DOWN_S = 30.0  # a worker whose call failed gets no new work this long while another is up
 WORKER_PROBE_S = 5.0  # a worker that failed must answer a ping this fast before it gets work again
@@ -192,8 +193,6 @@ class Dispatcher:
         """The model's admission pool (the schedule opened it when its replicas came up; a
         caller without a schedule gets one sized from the model config)."""
         if model not in self.admission.shares:
-            from cluster.driver.schedule import max_ongoing
-
             cfg = self.prep.model_cfgs[model]
             harnesses = [self.prep.method_cfgs[m].harness for m in self.prep.cfg.methods if m in self.prep.method_cfgs]
             factor = harness_factor(harnesses) if cfg.get("vllm") else 1.0

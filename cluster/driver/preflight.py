@@ -19,14 +19,14 @@ import os
 from dataclasses import dataclass, replace
 from typing import Any
 
-from cluster import config as cconf
-from cluster.backends import BACKEND_KEY, backend_of
-from cluster.config_errors import ConfigError
 from cluster.driver.prepare import Prepared
-from cluster.endpoint import Endpoint
 from evalcore.finish_reasons import rejection
 from evalcore.harnesses._common import stage_sampling
 from evalcore.models.base import Message, ModelError, Sampling
+from sweepcore import config as cconf
+from sweepcore.backends import BACKEND_KEY, backend_of
+from sweepcore.config_errors import ConfigError
+from sweepcore.endpoint import Endpoint
 
 INSTRUCTION = "Reply with the single word OK. (A connectivity check; the problem below needs no answer.)"
 MODELS_TIMEOUT_S = 30.0

@@ -9,13 +9,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from cluster import config as cconf
-from cluster.config import MethodConfig, SweepConfig
-from cluster.ledger import Ledger
-from cluster.plan import Plan, PlanItem, expand_plan, plan_counts, remaining
 from evalcore.harnesses.base import Budgets
 from evalcore.models.base import Sampling
 from evalcore.problems import AnswerKey, ProblemSpec, load_benchmark
+from sweepcore import config as cconf
+from sweepcore.config import MethodConfig, SweepConfig
+from sweepcore.ledger import Ledger
+from sweepcore.plan import Plan, PlanItem, expand_plan, plan_counts, remaining
 
 
 @dataclass

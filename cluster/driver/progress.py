@@ -8,7 +8,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
-from cluster.tracking import Tracker
+from sweepcore.tracking import Tracker
 
 ETA_MIN_DONE = 8  # finished trajectories before an ETA is printed
 

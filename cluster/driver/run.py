@@ -15,16 +15,13 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from cluster import config as cconf
-from cluster.config import SweepConfig, methods_for
 from cluster.driver import signals
+from cluster.driver.admission import check_limits
 from cluster.driver.commit import Committer, results_summary
 from cluster.driver.outcome import exit_code
 from cluster.driver.prepare import Prepared, plan_report, prepare
 from cluster.driver.progress import Progress, ProgressPrinter, track_progress_offloop
 from cluster.driver.signals import EXIT_INTERRUPTED, StopState, quiet_signals
-from cluster.ledger import LedgerError
-from cluster.plan import PlanItem, by_model, plan_counts
 from cluster.runtime import (
     EXECUTOR_RESOURCE,
     PlacementError,
@@ -35,15 +32,20 @@ from cluster.runtime import (
     executor_slots,
     node_resources,
 )
-from cluster.tracking import BackgroundStart, OffLoop, Tracker, end_line, model_families, results_markdown, ui_command
+from sweepcore import config as cconf
+from sweepcore.backends import backend_of
+from sweepcore.backends import serves_on_gpus as on_gpus
+from sweepcore.config import SweepConfig, methods_for
+from sweepcore.ledger import LedgerError
+from sweepcore.placement import placement
+from sweepcore.plan import PlanItem, by_model, plan_counts
+from sweepcore.tracking import BackgroundStart, OffLoop, Tracker, end_line, model_families, results_markdown, ui_command
 
 
 def serves_on_gpus(cfg: SweepConfig, model_cfgs: Mapping[str, Mapping[str, Any]] | None = None) -> bool:
     """Whether the sweep deploys vLLM models (or their stand-ins), which need CPUs beside GPUs.
     ``model_cfgs``: the configs ``prepare`` already read (no config file is read again once
     Ray runs: a job's working directory can be re-unpacked under it)."""
-    from cluster.backends import serves_on_gpus as on_gpus
-
     if model_cfgs is not None:
         return on_gpus(list(model_cfgs.values()))
     return on_gpus([cconf.model_config(m) for m in cfg.models])
@@ -52,17 +54,13 @@ def serves_on_gpus(cfg: SweepConfig, model_cfgs: Mapping[str, Mapping[str, Any]]
 def cpu_serving(cfg: SweepConfig, model_cfgs: Mapping[str, Mapping[str, Any]] | None = None) -> float:
     """CPUs the sweep's vLLM models served on CPUs (no GPU in their bundles) hold: their
     replicas' bundles and one ingress; the executors leave them free."""
-    from cluster.backends import backend_of
-
     models = list(model_cfgs.values()) if model_cfgs is not None else [cconf.model_config(m) for m in cfg.models]
     on_cpus = [m for m in models if backend_of(m, cfg.serving).on_gpus and not backend_of(m, cfg.serving).gpus(m)]
     if not on_cpus:
         return 0.0
-    from cluster import llm_serving
-
     held = 0.0
     for m in on_cpus:
-        pl = llm_serving.placement(m, cfg)
+        pl = placement(m, cfg.serving)
         held += float(pl["cpus"]) * int(pl["replicas"])
     return held + float(cfg.serving.ingress_cpus)
 
@@ -91,8 +89,9 @@ def executor_count(cfg: SweepConfig, model_cfgs: Mapping[str, Mapping[str, Any]]
 
 def start_actors(prep: Prepared) -> tuple[list[Any], list[Any]]:
     """Executor actors, then worker actors that hold their handles."""
-    from cluster.executors import executor_name, start_executors
-    from cluster.workers import start_workers
+    # the actor modules import Ray: not loaded by plan_only runs, which import this module
+    from cluster.actors.executors import executor_name, start_executors
+    from cluster.actors.workers import start_workers
 
     c, name, limits = prep.cfg.cluster, prep.cfg.sweep.name, prep.cfg.limits
     n = executor_count(prep.cfg, prep.model_cfgs)
@@ -136,9 +135,10 @@ async def run_models(prep: Prepared, workers: list[Any], committer: Committer, p
     """Every model with pending items through the continuous schedule (``cluster.driver.schedule``):
     its items grouped once, before any replica comes up; deployed when its GPUs are free;
     its apps torn down the moment its last trajectory is done, while the others keep running."""
+    # Ray and Serve: imported once models run, never by plan_only
     from cluster.driver.dispatch import Dispatcher
     from cluster.driver.schedule import ModelWork, model_works, run_schedule
-    from cluster.fleet import ServeFleet
+    from cluster.serve.fleet import ServeFleet
 
     cfg = prep.cfg
     items = by_model(prep.pending)
@@ -271,7 +271,7 @@ def finalize(prep: Prepared, tracker: Tracker | None = None, interrupted: bool =
 
 
 def start_tracker(prep: Prepared) -> Tracker | None:
-    """MLflow parent/child runs via cluster.tracking (guarded there); None when disabled.
+    """MLflow parent/child runs via sweepcore.tracking (guarded there); None when disabled.
 
     Started in the background (:class:`BackgroundStart`): a slow or absent tracking server
     delays nothing, and is retried while the sweep runs instead of turning tracking off."""
@@ -321,11 +321,9 @@ def run_sweep(cfg: SweepConfig) -> int:
 
     A signal during startup (planning, MLflow, ``ray.init``) is recorded by
     :mod:`cluster.driver.signals` and honoured at the next step: what was started is stopped
-    and the exit code is 130. Raises ``cluster.ledger.LedgerError`` (jobs/sweep.py turns it
+    and the exit code is 130. Raises ``sweepcore.ledger.LedgerError`` (jobs/sweep.py turns it
     into one line): the lease is held by another driver, a ledger file is damaged, or a commit
     failed (``CommitError``). The writer lease is released on every way out."""
-    from cluster.driver.admission import check_limits
-
     c = cfg.cluster
     check_limits(c.workers, c.worker_concurrency, c.max_in_flight_per_model)  # ConfigError: exit 2
     old = signals.install()

@@ -24,8 +24,11 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from cluster.driver.admission import Admission, harness_factor
-from cluster.plan import PlanItem
 from cluster.runtime import PlacementError
+from sweepcore.backends import backend_of
+from sweepcore.config.schema import ServingSection
+from sweepcore.placement import gpus_per_replica, placement
+from sweepcore.plan import PlanItem
 
 
 @dataclass
@@ -99,7 +102,7 @@ class GpuQueue:
 
 
 class Fleet(Protocol):
-    """Deploys and tears down one model's apps at a time (``cluster.fleet.ServeFleet``)."""
+    """Deploys and tears down one model's apps at a time (``cluster.serve.fleet.ServeFleet``)."""
 
     total_gpus: int
 
@@ -247,21 +250,17 @@ def max_ongoing(model_cfg: dict[str, Any], default: int) -> int:
 
 
 def model_works(model_cfgs: dict[str, dict[str, Any]], items: dict[str, Sequence[PlanItem]],
-                harnesses: dict[str, list[str]], serving: Any, default_ongoing: int) -> list[ModelWork]:
+                harnesses: dict[str, list[str]], serving: ServingSection, default_ongoing: int) -> list[ModelWork]:
     """The scheduler's view of each model with items: GPUs per replica and replicas from the
-    placement rules (``cluster.llm_serving``), batch capacity, admission factor, cost."""
-    from cluster.backends import backend_of
-
+    placement rules (``sweepcore.placement``), batch capacity, admission factor, cost."""
     out = []
     for name, cfg in model_cfgs.items():
         if not items.get(name):
             continue
         gpr, replicas, most = 0, 1, 1
         if backend_of(cfg, serving).on_gpus:
-            from cluster import llm_serving
-
-            gpr = llm_serving.gpus_per_replica(cfg)
-            replicas = int(llm_serving.placement(cfg)["replicas"])
+            gpr = gpus_per_replica(cfg)
+            replicas = int(placement(cfg, serving)["replicas"])
             auto = dict(dict(dict(cfg.get("vllm") or {}).get("deployment") or {}).get("autoscaling_config") or {})
             most = max(replicas, int(auto.get("max_replicas", replicas)))
         # off the GPUs the capacity is unknown: the configured limit is the target, as it is

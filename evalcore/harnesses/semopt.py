@@ -23,7 +23,7 @@ Algorithm 1 (Appendix A) is not in the text we have; the UCT rule and "expand on
 visit" are the textbook choices and ours. Parameters come from the method config's ``params``
 (``configs/methods/semopt.yaml``, with sources). The critic is pluggable: ``llm`` (a rubric
 prompt, ``prompts/semopt/critic.md``, to the generator or to another OpenAI-compatible model;
-``Score: <0..1>``) or ``reward_model`` (a Serve deployment, ``cluster/critic_serving.py``,
+``Score: <0..1>``) or ``reward_model`` (a Serve deployment, ``cluster/serve/critic_serving.py``,
 POST ``{problem, code}`` -> ``{score, raw, tokens}``). Every call -- reward-model calls included --
 is a CallRecord and a transcript entry with its stage; each candidate's transcript entry (its
 critic call, or its last generation call when it never ran) carries ``"semopt": {candidate,

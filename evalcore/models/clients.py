@@ -1,10 +1,10 @@
 """The chat clients, one per backend name, and the flat configs they take.
 
-A flat client config is ``{name, backend, <the backend's keys>}`` (``cluster.config``
+A flat client config is ``{name, backend, <the backend's keys>}`` (``sweepcore.config``
 builds it from a model YAML with ``flat_backend_config``; harness parameters such as
 SemOPT's critic give one directly). Each :class:`Client` owns its keys, the ones it needs,
 and how it builds its ``ChatModel``; a key it does not take is an error naming it. The
-cluster's backend registry (``cluster.backends``) stands endpoints up; this is only the
+cluster's backend registry (``sweepcore.backends``) stands endpoints up; this is only the
 calling side, so it needs no Ray.
 """
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Pure library: pandas, pyarrow, numpy and matplotlib (Agg canvas); no Ray. The entry
 point is :func:`build_report`; :func:`main_table_from_summary` is shared with the MLflow
-path (``cluster.mlflow_views``) so both give the same main table.
+path (``sweepcore.tracking.mlflow_views``) so both give the same main table.
 """
 from evalcore.reporting.frame import ReportError, prepare
 from evalcore.reporting.intervals import BootstrapSpec

@@ -1,7 +1,7 @@
 """The paper's main table: rows model x method, columns the benchmarks and Macro.
 
 :func:`main_table_from_summary` is the one constructor, fed either by the ledger
-(:func:`summary_from_prepared`) or by MLflow metrics (``cluster.mlflow_views``): it needs
+(:func:`summary_from_prepared`) or by MLflow metrics (``sweepcore.tracking.mlflow_views``): it needs
 only counts per (model, method, benchmark), so both paths give the same values.
 
 Intervals are problem-level (``evalcore.reporting.intervals``): each benchmark cell takes

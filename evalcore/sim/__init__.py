@@ -1,7 +1,7 @@
 """The simulated policy: a deterministic, seeded stand-in for an LLM (tests, load runs, the demo).
 
 A test double, kept outside the product: only the simulated backend (``evalcore.models.clients``'
-``simulated`` client, ``cluster/backends/simulated.py``, ``cluster/sim_serving.py``) and the
+``simulated`` client, ``sweepcore/backends/simulated.py``, ``cluster/serve/sim_serving.py``) and the
 tests import it; no harness does (tests/core/test_layering.py checks). It learns which harness
 and stage is calling from ``CallMeta`` alone, and reads only the prompt formats the harness
 modules export as constants.

@@ -13,7 +13,7 @@ How it decides, from the messages alone (so it behaves the same in process and b
   generic PuLP program that runs and submits a (wrong) number.
 * the harness and the stage: never from the prompt (real models read it too) but from the
   call's ``CallMeta`` side channel -- the ``meta`` argument in process, the headers
-  ``X-Opteval-Harness`` / ``X-Opteval-Stage`` behind HTTP (``cluster/serving.py``). The reply
+  ``X-Opteval-Harness`` / ``X-Opteval-Stage`` behind HTTP (``cluster/serve/serving.py``). The reply
   is written by the handler registered for (harness, stage) in ``STAGE_HANDLERS``
   (``register_stage``; the stage modules of ``evalcore.sim`` register theirs); no meta or an unregistered
   pair answers like ``direct``.

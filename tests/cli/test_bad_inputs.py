@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from tests.cluster_core.test_tracking import _sweep
+from tests.sweepcore.test_tracking import _sweep
 
 
 def _one_line(err: str) -> str:

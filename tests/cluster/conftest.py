@@ -54,7 +54,7 @@ def ray_cluster():
     os.environ["RAY_AUTH_MODE"] = "disabled"
     connect(None, num_cpus=2)
     port = free_port()
-    from cluster.serving import ensure_serve
+    from cluster.serve.serving import ensure_serve
 
     ensure_serve(port)
     address = ray.get_runtime_context().gcs_address
@@ -104,7 +104,7 @@ def wait_for(pred, timeout_s: float, what: str, interval_s: float = 0.2):
 
 
 def ledger_frame(out: Path, name: str):
-    from cluster.ledger import Ledger
+    from sweepcore.ledger import Ledger
 
     led = Ledger.open(str(out), name, {}, "", True, read_only=True)
     return led.read_table().to_pandas()
@@ -120,9 +120,9 @@ def identities(df) -> list[tuple]:
 def run_uninterrupted(args: list[str], out: Path, name: str, configs: Path):
     """Run a sweep to the end in this process with ``$OPTEVAL_CONFIGS`` = ``configs``: the
     reference a faulted run must equal. Returns (its ledger frame, planned trajectories)."""
-    from cluster.config import load_config
     from cluster.driver import run_sweep
     from cluster.driver.prepare import prepare
+    from sweepcore.config import load_config
 
     old = os.environ.get("OPTEVAL_CONFIGS")
     os.environ["OPTEVAL_CONFIGS"] = str(configs)

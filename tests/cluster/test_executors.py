@@ -7,7 +7,7 @@ import time
 import pytest
 import ray
 
-from cluster.executors import ExecutorActor, RayExecutor, _Shared
+from cluster.actors.executors import ExecutorActor, RayExecutor, _Shared
 from evalcore.sandbox.types import KILLED, Limits
 
 pytestmark = pytest.mark.ray

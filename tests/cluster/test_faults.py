@@ -12,13 +12,13 @@ import time
 import pytest
 import ray
 
-from cluster.config import load_config
 from cluster.driver import run_sweep
+from sweepcore.config import load_config
 
 # A slow tier (~6 min on 2 cores: five sweeps): deselected by the README test command
 # (pyproject addopts ``-m "not faults"``), run by ``.ci/run`` after the main suite with
 # ``python -m pytest -q -m faults tests``. The same logic is covered fast at the ledger level
-# in tests/cluster_core/test_ledger_faults.py.
+# in tests/sweepcore/test_ledger_faults.py.
 pytestmark = [pytest.mark.ray, pytest.mark.faults]
 
 SHAPE = {"models": "[sim-slow]", "methods": "[direct,opticycle]", "limit": 4, "samples": 2}  # 16 trajectories
@@ -125,7 +125,7 @@ def test_disk_full_stops_loudly_and_the_same_command_resumes(ray_cluster, h, tmp
     mnt.mkdir()
     if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(mnt)],
                                            capture_output=True).returncode != 0:
-        pytest.skip("needs root to mount a small tmpfs (tests/cluster_core/test_ledger_faults.py covers ENOSPC)")
+        pytest.skip("needs root to mount a small tmpfs (tests/sweepcore/test_ledger_faults.py covers ENOSPC)")
     monkeypatch.setenv("OPTEVAL_CONFIGS", str(configs_dir))
     try:
         name = "diskfull"
@@ -151,7 +151,7 @@ def test_disk_full_stops_loudly_and_the_same_command_resumes(ray_cluster, h, tmp
                 pass
         t.join(300)
         assert not t.is_alive()
-        from cluster.ledger import CommitError
+        from sweepcore.ledger import CommitError
 
         exc = result.get("exc")
         assert isinstance(exc, CommitError), result

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from cluster.config import load_config
 from cluster.driver import run_sweep
 from cluster.driver.prepare import prepare
-from cluster.ledger import ConfigChangedError, Ledger
+from sweepcore.config import load_config
+from sweepcore.ledger import ConfigChangedError, Ledger
 from tests.models.policy_server import PolicyServer
 
 pytestmark = pytest.mark.ray

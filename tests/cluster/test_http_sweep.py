@@ -11,9 +11,9 @@ import shutil
 
 import pytest
 
-from cluster.config import load_config
 from cluster.driver import run_sweep
-from cluster.ledger import Ledger
+from sweepcore.config import load_config
+from sweepcore.ledger import Ledger
 from tests.models.policy_server import PolicyServer
 
 pytestmark = pytest.mark.ray

@@ -11,7 +11,7 @@ from ray import serve
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
-from cluster import serve_apps as sa
+from cluster.serve import serve_apps as sa
 
 pytestmark = pytest.mark.ray
 

@@ -16,7 +16,7 @@ import math
 import httpx
 import pytest
 
-from cluster.critic_serving import deploy_critic, sigmoid
+from cluster.serve.critic_serving import deploy_critic, sigmoid
 
 HAVE_TORCH = importlib.util.find_spec("torch") is not None and importlib.util.find_spec("transformers") is not None
 

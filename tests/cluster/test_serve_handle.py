@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from cluster.config import load_config
 from cluster.driver import run_sweep
+from sweepcore.config import load_config
 
 pytestmark = pytest.mark.ray
 
@@ -30,7 +30,7 @@ def _recorder_app() -> Any:
     from starlette.requests import Request
     from starlette.responses import Response
 
-    from cluster.serving import call_meta
+    from cluster.serve.serving import call_meta
 
     @serve.deployment(ray_actor_options={"num_cpus": 0})
     class Recorder:
@@ -77,7 +77,7 @@ def recorder(ray_cluster):
 
 
 def _clients(base_url: str) -> tuple[Any, Any]:
-    from cluster.serve_handle import ServeHandleChatModel
+    from cluster.serve.serve_handle import ServeHandleChatModel
     from evalcore.models.openai_backend import OpenAIChatModel
 
     common: dict[str, Any] = {"timeout_s": 30, "max_retries": 1, "backoff_s": 0.01,
@@ -157,7 +157,7 @@ def test_a_sweep_commits_the_same_trajectories_through_either_route(ray_cluster,
 
 def test_a_bad_route_is_a_config_error_naming_the_key(tmp_path):
     """Checked when the config is loaded, before any cluster starts."""
-    from cluster.config import ConfigError
+    from sweepcore.config import ConfigError
 
     with pytest.raises(ConfigError, match=r"serving.route: 'carrier-pigeon' is not one of handle, http"):
         load_config([f"sweep.output_dir={tmp_path}", "serving.route=carrier-pigeon"])
@@ -170,12 +170,12 @@ def test_a_standin_replica_answers_the_same_through_its_handle(ray_cluster):
 
     from ray import serve
 
-    from cluster.backends import by_backend
-    from cluster.llm_serving import server_deployment_name
-    from cluster.serve_handle import handle_client
-    from cluster.serving import Endpoint, standin_app, with_routes
+    from cluster.serve.llm_serving import server_deployment_name
+    from cluster.serve.serve_handle import handle_client
+    from cluster.serve.serving import Endpoint, standin_app, with_routes
     from evalcore.models.base import CallMeta, Sampling
     from evalcore.models.openai_backend import OpenAIChatModel
+    from sweepcore.backends import by_backend
 
     _, port = ray_cluster
     app, model = "opteval-test-standin", "stand-in-m"

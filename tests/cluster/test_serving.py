@@ -6,8 +6,8 @@ import asyncio
 import httpx
 import pytest
 
-from cluster.config import as_plain, model_config
-from cluster.serving import SIMULATED_FINGERPRINT, deploy_stage, simulated_model_cfg, teardown_stage
+from cluster.serve.serving import SIMULATED_FINGERPRINT, deploy_stage, simulated_model_cfg, teardown_stage
+from sweepcore.config import as_plain, model_config
 
 pytestmark = pytest.mark.ray
 
@@ -15,7 +15,7 @@ pytestmark = pytest.mark.ray
 @pytest.fixture(scope="module")
 def sim_endpoint(ray_cluster):
     _, port = ray_cluster
-    from cluster.config import load_config
+    from sweepcore.config import load_config
 
     cfg = load_config([f"serving.http_port={port}", "serving.ready_timeout_s=120"])
     eps = deploy_stage([as_plain(model_config("sim-fast"))], cfg)
@@ -55,7 +55,7 @@ def test_chat_completions_speaks_openai_and_is_deterministic(sim_endpoint):
 
 
 def test_openai_client_marks_completion_simulated(sim_endpoint):
-    from cluster.workers import build_client
+    from cluster.actors.workers import build_client
     from evalcore.models.base import Sampling
 
     comp = asyncio.run(build_client(sim_endpoint).chat(_messages(), Sampling(), 42))

@@ -6,7 +6,7 @@ import asyncio
 import pytest
 import ray
 
-from cluster.executors import ExecutorActor, RayExecutor, _Shared
+from cluster.actors.executors import ExecutorActor, RayExecutor, _Shared
 from evalcore.sandbox.types import KILLED, Limits
 
 pytestmark = pytest.mark.ray

@@ -11,9 +11,9 @@ import pytest
 import ray
 from ray import serve
 
-from cluster import llm_serving as ls
-from cluster import serving as sv
-from cluster.config import as_plain, load_config, model_config
+from cluster.serve import llm_serving as ls
+from cluster.serve import serving as sv
+from sweepcore.config import as_plain, load_config, model_config
 
 pytestmark = pytest.mark.ray
 

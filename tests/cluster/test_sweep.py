@@ -10,9 +10,9 @@ import pandas as pd
 import pytest
 import ray
 
-from cluster.config import load_config
 from cluster.driver import run_sweep
 from cluster.driver.prepare import prepare
+from sweepcore.config import load_config
 
 pytestmark = pytest.mark.ray
 

@@ -6,11 +6,11 @@ import dataclasses
 
 import cloudpickle
 
-from cluster.config import load_config
 from cluster.driver.dispatch import Dispatcher
 from cluster.driver.prepare import prepare
-from cluster.serving import Endpoint
+from cluster.serve.serving import Endpoint
 from evalcore.problems import ProblemSpec
+from sweepcore.config import load_config
 
 
 def _answer_forms(answer) -> set[str]:

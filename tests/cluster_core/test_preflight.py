@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from cluster.config import load_config
 from cluster.driver.preflight import PreflightError, max_model_len, preflight, request_shape
 from cluster.driver.prepare import prepare
-from cluster.endpoint import Endpoint
+from sweepcore.config import load_config
+from sweepcore.endpoint import Endpoint
 from tests.servers.misbehaving import MisbehavingServer
 
 REPO = Path(__file__).resolve().parents[2]

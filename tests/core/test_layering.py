@@ -1,5 +1,18 @@
-"""House rules: evalcore never imports Ray, not even transitively; no import cycle in evalcore/,
-cluster/ or jobs/; no harness imports the simulator (evalcore.sim)."""
+"""House rules, checked on the import graph (every import: at the top, inside functions and under
+``TYPE_CHECKING`` alike):
+
+- no import cycle in evalcore/, sweepcore/, cluster/ or jobs/;
+- evalcore and sweepcore never import Ray nor cluster (evalcore not sweepcore either), not even
+  lazily, and importing every one of their modules loads no Ray;
+- cluster/ holds only what needs Ray: a module directly in cluster/ imports Ray itself (``ray`` or
+  ``ray.*``, anywhere in the module); any other belongs to one of the subpackages in
+  ``RAY_SUBPACKAGES`` (Serve, the driver, the actors), whose purpose needs Ray and each of which has
+  modules that import it; a new subpackage must be named there;
+- a private Ray API (``ray._private``, ``ray.serve._private``, ``ray.llm._internal``, an underscored
+  name imported from ``ray``) is reached only through ``cluster.ray_private``, in evalcore, sweepcore,
+  cluster, jobs and bench alike (imports, attribute chains and dotted paths in strings);
+- no harness imports the simulator (evalcore.sim).
+"""
 from __future__ import annotations
 
 import ast
@@ -8,19 +21,22 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[2]
 
 
-def test_no_evalcore_module_imports_ray():
+@pytest.mark.parametrize("package, least", [("evalcore", 30), ("sweepcore", 25)])
+def test_importing_every_module_loads_no_ray_and_no_cluster(package, least):
     probe = textwrap.dedent(
-        """
+        f"""
         import importlib, pkgutil, sys
-        import evalcore
-        names = [m.name for m in pkgutil.walk_packages(evalcore.__path__, "evalcore.")
+        import {package} as pkg
+        names = [m.name for m in pkgutil.walk_packages(pkg.__path__, "{package}.")
                  if ".data.reference" not in m.name and not m.name.endswith(("._build", ".__main__"))]
         for name in names:
             importlib.import_module(name)
-        leaked = sorted(m for m in sys.modules if m == "ray" or m.startswith("ray."))
+        leaked = sorted(m for m in sys.modules if m.split(".")[0] in ("ray", "cluster"))
         print(len(names), leaked)
         assert not leaked, leaked
         """
@@ -28,13 +44,17 @@ def test_no_evalcore_module_imports_ray():
     out = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     count = int(out.stdout.split()[0])
-    assert count >= 30, f"only {count} evalcore modules were imported: the walk is broken"
+    assert count >= least, f"only {count} {package} modules were imported: the walk is broken"
 
 
 # -- the import graph: no cycle, and the simulator stays outside the harnesses -----------------
 
-PACKAGES = ("evalcore", "cluster", "jobs")
+PACKAGES = ("evalcore", "sweepcore", "cluster", "jobs")
 SIMULATOR = "evalcore.sim"
+RAY_FREE = ("evalcore", "sweepcore")  # never import Ray nor cluster, not even lazily
+RAY_SUBPACKAGES = ("cluster.serve", "cluster.driver", "cluster.actors")  # their purpose needs Ray
+RAY_PRIVATE = "cluster.ray_private"  # the one module through which Ray's private APIs are reached
+PRIVATE_PARTS = ("ray._private", "ray.serve._private", "ray.llm._internal", "ray._raylet")
 
 
 def _modules() -> dict[str, Path]:
@@ -121,8 +141,9 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 def test_the_walk_sees_the_packages():
     graph = _graph()
     assert len([m for m in graph if m.startswith("cluster.")]) >= 25
+    assert len([m for m in graph if m.startswith("sweepcore.")]) >= 25
     assert "evalcore.harnesses._common" in graph["evalcore.harnesses.direct"]
-    assert "cluster.ledger" in graph["cluster.driver.commit"]
+    assert "sweepcore.ledger" in graph["cluster.driver.commit"]
 
 
 def test_cycle_finder_finds_a_cycle():
@@ -130,7 +151,7 @@ def test_cycle_finder_finds_a_cycle():
     assert _cycles({"a": {"b"}, "b": set()}) == []
 
 
-def test_no_import_cycle_in_evalcore_cluster_or_jobs():
+def test_no_import_cycle_in_evalcore_sweepcore_cluster_or_jobs():
     cycles = _cycles(_graph())
     assert not cycles, "import cycles: " + "; ".join(" <-> ".join(c) for c in cycles)
 
@@ -148,3 +169,78 @@ def test_importing_the_harnesses_loads_no_simulator():
     out = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip() == "[]"
+
+
+# -- Ray: where it may be imported, and its private APIs -------------------------------------------
+
+
+def _ray_imports(path: Path) -> set[str]:
+    """The Ray modules ``path`` imports anywhere (lazy and type-only included), and for ``from ray.x
+    import y`` also ``ray.x.y``."""
+    out: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            out |= {a.name for a in node.names if a.name.split(".")[0] == "ray"}
+        elif isinstance(node, ast.ImportFrom) and not node.level and (node.module or "").split(".")[0] == "ray":
+            out.add(str(node.module))
+            out |= {f"{node.module}.{a.name}" for a in node.names}
+    return out
+
+
+def _private_uses(path: Path) -> list[str]:
+    """Private Ray APIs ``path`` names: imported, reached by an attribute chain from ``ray``, or
+    written as a dotted path in a string (an import path Ray resolves, e.g. a request router)."""
+    found = sorted(m for m in _ray_imports(path)
+                   if m.startswith(PRIVATE_PARTS) or any(p.startswith("_") for p in m.split(".")[1:]))
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Attribute):
+            chain, cur = [node.attr], node.value
+            while isinstance(cur, ast.Attribute):
+                chain.append(cur.attr)
+                cur = cur.value
+            if isinstance(cur, ast.Name) and cur.id == "ray" and ".".join(["ray", *reversed(chain)]).startswith(PRIVATE_PARTS):
+                found.append(".".join(["ray", *reversed(chain)]))
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            found += [p for p in PRIVATE_PARTS if p + "." in node.value]
+    return found
+
+
+def test_evalcore_and_sweepcore_never_import_ray_or_cluster():
+    modules = _modules()
+    graph = _graph()
+    bad = {m: sorted(_ray_imports(p)) for m, p in modules.items() if m.split(".")[0] in RAY_FREE and _ray_imports(p)}
+    bad |= {m: sorted(d for d in graph[m] if d.split(".")[0] == "cluster")
+            for m in graph if m.split(".")[0] in RAY_FREE and any(d.split(".")[0] == "cluster" for d in graph[m])}
+    bad |= {m: sorted(d for d in graph[m] if d.split(".")[0] == "sweepcore")
+            for m in graph if m.split(".")[0] == "evalcore" and any(d.split(".")[0] == "sweepcore" for d in graph[m])}
+    assert not bad, bad
+
+
+def test_cluster_holds_only_what_needs_ray():
+    modules = {m: p for m, p in _modules().items() if m.split(".")[0] == "cluster" and m != "cluster"}
+    outside = [m for m in modules if not m.startswith(tuple(s + "." for s in RAY_SUBPACKAGES)) and m not in RAY_SUBPACKAGES]
+    assert set(outside) >= {"cluster.runtime", RAY_PRIVATE}, "the walk is broken"
+    no_ray = [m for m in outside if not _ray_imports(modules[m])]
+    assert not no_ray, f"modules directly in cluster/ that never import Ray (move them to sweepcore/): {no_ray}"
+    subpackages = {".".join(m.split(".")[:2]) for m in modules if m.count(".") >= 2 or (REPO / m.replace(".", "/")).is_dir()}
+    assert subpackages <= set(RAY_SUBPACKAGES), f"a cluster subpackage not named in RAY_SUBPACKAGES: {subpackages}"
+    for sub in RAY_SUBPACKAGES:
+        users = [m for m in modules if m.startswith(sub + ".") and _ray_imports(modules[m])]
+        assert len(users) >= 2, f"{sub}: no module imports Ray, so it does not belong in cluster/"
+
+
+def test_private_ray_apis_only_through_the_one_module():
+    paths = {m: p for m, p in _modules().items()}
+    paths.update({f"bench.{p.stem}": p for p in (REPO / "bench").glob("*.py")})
+    uses = {m: _private_uses(p) for m, p in paths.items() if m != RAY_PRIVATE}
+    assert not {m: u for m, u in uses.items() if u}, {m: u for m, u in uses.items() if u}
+    assert _private_uses(paths[RAY_PRIVATE]), "the scan does not see cluster.ray_private's own uses: it is broken"
+
+
+def test_the_private_api_scan_finds_each_form(tmp_path):
+    src = tmp_path / "m.py"
+    src.write_text("import ray\nimport ray._private.state as s\nfrom ray.serve.context import _get_global_client\n"
+                   "x = ray._private.worker\nPATH = 'ray.llm._internal.serve.x:Y'\nfrom ray import serve\n")
+    found = _private_uses(src)
+    assert {"ray._private.state", "ray.serve.context._get_global_client", "ray._private.worker"} <= set(found)
+    assert "ray.llm._internal" in found and not any("serve" == f.split(".")[-1] for f in found)

@@ -6,9 +6,9 @@ import shutil
 import pytest
 
 import evalcore.harnesses._common as common
-from cluster.config import item_fingerprint, load_config, resolved, sweep_fingerprint
-from cluster.ledger import ConfigChangedError, Ledger
 from evalcore.harnesses.version import harness_version
+from sweepcore.config import item_fingerprint, load_config, resolved, sweep_fingerprint
+from sweepcore.ledger import ConfigChangedError, Ledger
 
 
 @pytest.fixture

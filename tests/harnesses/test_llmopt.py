@@ -144,7 +144,7 @@ def test_a_wrong_formulation_restarts_from_q2f_and_attempts_are_capped(sample, e
 
 
 def test_the_method_config_is_the_released_protocol():
-    from cluster.config import method_config
+    from sweepcore.config import method_config
 
     cfg = method_config("llmopt")
     assert cfg.harness == "llmopt" and cfg.extraction == "llmopt"

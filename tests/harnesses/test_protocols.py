@@ -44,7 +44,7 @@ def test_orlm_sends_its_exact_template_as_the_only_message(sample, executor):
 
 
 def test_orlm_method_config_has_the_300s_timeout():
-    from cluster.config import effective_limits, load_config
+    from sweepcore.config import effective_limits, load_config
 
     assert effective_limits(load_config([]), "orlm").wall_s == 300
 

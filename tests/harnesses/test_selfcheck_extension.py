@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from cluster import config as C
-from cluster.config import load_config
 from evalcore.harnesses import HARNESSES, HarnessContext, get_harness
 from evalcore.harnesses.version import harness_version
 from evalcore.problems import ProblemSpec
+from sweepcore import config as C
+from sweepcore.config import load_config
 from tests.harnesses.scripted import ScriptedModel, program
 
 REPO = Path(__file__).resolve().parents[2]

@@ -103,7 +103,7 @@ def test_every_call_records_its_stage_and_the_model_sees_the_meta(sample, run_ha
 def test_serve_app_reads_the_headers_into_a_call_meta():
     from starlette.datastructures import Headers
 
-    from cluster.serving import call_meta
+    from cluster.serve.serving import call_meta
 
     meta = call_meta(Headers({"x-opteval-harness": "optistate", "x-opteval-stage": "formulate"}))
     assert meta == CallMeta("optistate", "formulate")
@@ -113,7 +113,7 @@ def test_serve_app_reads_the_headers_into_a_call_meta():
 
 def test_simulated_serve_app_answers_by_the_headers(sample):
     """The Serve app's handler (its class, without Serve): the stage header decides the reply."""
-    from cluster.serving import SimulatedOpenAI
+    from cluster.serve.serving import SimulatedOpenAI
 
     problems, _ = sample
     spec = problems["sample-0001"]

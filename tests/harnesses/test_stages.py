@@ -52,7 +52,7 @@ def test_optistate_formulate_stage_is_sent_without_thinking_over_http(sample, lo
 def test_method_config_stages_are_validated(tmp_path, monkeypatch):
     import shutil
 
-    from cluster import config as cconf
+    from sweepcore import config as cconf
 
     root = tmp_path / "configs"
     shutil.copytree(cconf.configs_dir(), root)

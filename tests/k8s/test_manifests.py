@@ -351,7 +351,7 @@ def test_ledger_uri_of_dev_writes_to_an_s3_store(tmp_path):
     moto_server = pytest.importorskip("moto.server")
     import pyarrow.fs as pafs
 
-    from cluster.ledger import join_uri, open_filesystem
+    from sweepcore.ledger import join_uri, open_filesystem
 
     server = moto_server.ThreadedMotoServer(port=0)
     server.start()
@@ -448,8 +448,8 @@ def test_readme_states_each_overlays_cost(overlay):
 def test_rayservice_builds_the_same_application_as_local_code():
     from ray.serve.schema import ServeDeploySchema
 
-    from cluster import llm_serving
-    from cluster.config import as_plain, load_config, model_config
+    from cluster.serve import llm_serving
+    from sweepcore.config import as_plain, load_config, model_config
 
     svc = _by_kind(_docs("serve"), "RayService")[0]
     served = yaml.safe_load(svc["spec"]["serveConfigV2"])
@@ -458,7 +458,7 @@ def test_rayservice_builds_the_same_application_as_local_code():
     assert app["import_path"] == "ray.serve.llm:build_openai_app"
     ov = k8s.OVERLAYS["serve"]
     local_cfg = load_config(list(ov.sweep_args))  # the sweep config a local run would use
-    local = llm_serving.serve_app_config([as_plain(model_config(n)) for n in ov.service_models], local_cfg)
+    local = llm_serving.serve_app_config([as_plain(model_config(n)) for n in ov.service_models], local_cfg.serving)
     assert app == local
     ids = [c["model_loading_config"]["model_id"] for c in app["args"]["llm_configs"]]
     assert ids == list(ov.service_models)

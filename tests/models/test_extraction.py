@@ -163,9 +163,10 @@ def test_unknown_profile_names_it_and_the_known_ones():
     with pytest.raises(UnknownProfileError) as err:
         extract_code("```python\nx=1\n```", "orml")
     assert "'orml'" in str(err.value) and "orlm" in str(err.value)
-    # the built-in four, plus the released reward schemes' two once evalcore.rewards is imported
-    assert {"submit", "orlm", "sirl", "stdout"} <= set(PROFILES) <= {"submit", "orlm", "sirl", "stdout", "sirl-train",
-                                                                     "orr1-train"}
+    # the built-in five (llmopt: its released infer_code slicing), plus the released reward schemes' two
+    # once evalcore.rewards is imported
+    assert {"submit", "orlm", "sirl", "stdout", "llmopt"} <= set(PROFILES) <= {
+        "submit", "orlm", "sirl", "stdout", "llmopt", "sirl-train", "orr1-train"}
 
 
 def test_sirl_profile_reads_like_sirls_evaluation():

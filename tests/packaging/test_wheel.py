@@ -43,7 +43,7 @@ def test_the_wheel_runs_the_demo_from_an_empty_folder(tmp_path):
     run([str(py), "-m", "pip", "install", "--no-deps", "-q", str(wheel)], tmp_path)
     work = tmp_path / "empty"
     work.mkdir()
-    where = run([str(py), "-c", "import evalcore, cluster, jobs, opteval_configs; from cluster.config import configs_dir; "
+    where = run([str(py), "-c", "import evalcore, cluster, jobs, opteval_configs; from sweepcore.config import configs_dir; "
                  "print(evalcore.__file__); print(cluster.__file__); print(jobs.__file__); print(configs_dir())"], work)
     for line in where.stdout.split():
         assert Path(line).is_relative_to(env_dir) and not Path(line).is_relative_to(REPO), where.stdout

@@ -78,7 +78,7 @@ def _log_sweep(uri: str, experiment: str, sweep: str, summary: pd.DataFrame) -> 
 
 
 def test_mlflow_round_trip_gives_the_same_table(tmp_path: Path):
-    from cluster.mlflow_views import MlflowViewError, table_from_mlflow
+    from sweepcore.tracking.mlflow_views import MlflowViewError, table_from_mlflow
 
     os.environ.setdefault("MLFLOW_ENABLE_TELEMETRY", "false")
     rep = build_report(ledger_frame(), ANSWERS, PLANNED)

@@ -224,7 +224,7 @@ def test_another_extraction_for_a_released_scheme_exits_2(tmp_path, capsys):
 
 
 def test_the_service_request_takes_the_released_schemes_own_extraction():
-    from cluster.rewards_app import RequestError, parse_request
+    from cluster.serve.rewards_app import RequestError, parse_request
 
     scheme, extraction, _, _ = parse_request({"scheme": "orr1-released", "items": [{"id": "a", "completion": "x"}]})
     assert (scheme, extraction) == ("orr1-released", "orr1-train")

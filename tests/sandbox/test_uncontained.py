@@ -24,7 +24,7 @@ def _denied() -> list[str]:
 
 
 def test_config_key_defaults_to_refusal_and_is_operational():
-    from cluster.config import item_fingerprint, load_config, resolved, sweep_fingerprint
+    from sweepcore.config import item_fingerprint, load_config, resolved, sweep_fingerprint
 
     off = load_config([])
     on = load_config(["limits.allow_uncontained=true"])
@@ -42,7 +42,7 @@ def test_config_key_defaults_to_refusal_and_is_operational():
 def _actor(monkeypatch, allow: bool):
     """The executor actor's own class, outside Ray, on a node that cannot contain."""
     import evalcore.sandbox as sandbox
-    from cluster.executors import ExecutorActor
+    from cluster.actors.executors import ExecutorActor
 
     monkeypatch.setattr(sandbox, "ForkServer", functools.partial(ForkServer, pool_size=1, launcher=_denied()))
     cls = ExecutorActor.__ray_metadata__.modified_class  # type: ignore[attr-defined]  # set by @ray.remote

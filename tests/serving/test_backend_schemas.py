@@ -15,10 +15,15 @@ from typing import Any
 import pytest
 from omegaconf import OmegaConf
 
-from cluster import llm_serving as ls
-from cluster.backends import BACKENDS, STANDIN, backend_of
-from cluster.backends.sim_config import SIM_MODEL_KEYS, sim_keys
-from cluster.config import (
+from cluster.serve import llm_serving as ls
+from cluster.serve.deployers import DEPLOYERS
+from evalcore.models import make_model
+from evalcore.models.clients import ReplaySection
+from evalcore.models.openai_backend import OpenAIChatModel, OpenAISection
+from evalcore.sim.policy import SimulatedModel
+from sweepcore.backends import BACKENDS, STANDIN, backend_of
+from sweepcore.backends.sim_config import SIM_MODEL_KEYS, sim_keys
+from sweepcore.config import (
     ModelConfig,
     ModelSamplingOverrides,
     ServingSection,
@@ -27,10 +32,7 @@ from cluster.config import (
     flat_backend_config,
     model_config,
 )
-from evalcore.models import make_model
-from evalcore.models.clients import ReplaySection
-from evalcore.models.openai_backend import OpenAIChatModel, OpenAISection
-from evalcore.sim.policy import SimulatedModel
+from sweepcore.placement import placement
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -62,7 +64,7 @@ def _client_settings(c: Any) -> tuple:
 
 def test_every_openai_key_reaches_the_sweeps_client():
     def observe(m: dict[str, Any]) -> tuple:
-        ep = BACKENDS["openai"].deploy([m], cfg=None)["x"]  # what the driver hands the worker
+        ep = DEPLOYERS["openai"].deploy([m], cfg=None)["x"]  # what the driver hands the worker
         return _client_settings(ep.client(pool_shards=8))  # what the worker calls with
 
     changed_each({f.name for f in fields(OpenAISection)}, OPENAI_ALT, observe, OPENAI_BASE, "openai")
@@ -87,7 +89,7 @@ def test_every_replay_key_takes_effect(tmp_path):
         (tmp_path / f"{n}.jsonl").write_text(json.dumps({"id": "p1", "completion": f"answer {n}"}) + "\n")
 
     def observe(m: dict[str, Any]) -> str:
-        ep = BACKENDS["replay"].deploy([m], cfg=None)["x"]
+        ep = DEPLOYERS["replay"].deploy([m], cfg=None)["x"]
         return ep.client().get("p1").completion  # type: ignore[attr-defined]
 
     changed_each({f.name for f in fields(ReplaySection)}, {"path": str(tmp_path / "b.jsonl")}, observe,
@@ -120,7 +122,7 @@ def test_every_vllm_key_takes_effect():
     def observe(m: dict[str, Any]) -> Any:
         m = {**base, "vllm": m["vllm"]}
         try:
-            return (ls.llm_config_dict(m), ls.placement(m),
+            return (ls.llm_config_dict(m), placement(m, ServingSection()),
                     ls.stage_endpoints([m], base_url="http://h:1/v1")["Qwen3-0.6B"].extra_body)
         except ls.ModelConfigError as exc:  # a checked key's effect is the refusal
             return str(exc)
@@ -139,15 +141,17 @@ def test_the_standin_serves_the_vllm_placement_with_simulated_answers():
     m = as_plain(model_config("Qwen3-0.6B"))
     real, standin = backend_of(m, ServingSection()), backend_of(m, ServingSection(standin=True))
     assert real is BACKENDS["vllm"] and standin is STANDIN
-    assert standin.on_gpus and standin.gpus(m) == real.gpus(m) == 1 and standin.apps([m]) == real.apps([m])
+    assert standin.on_gpus and standin.gpus(m) == real.gpus(m) == 1
+    assert DEPLOYERS[standin.name].apps([m]) == DEPLOYERS[real.name].apps([m])
     assert standin.simulated and not real.simulated
     assert not any(b.on_gpus for n, b in BACKENDS.items() if n != "vllm")  # GPUs: vllm only
 
 
 # -- no key read outside the schema ---------------------------------------------------------------
 
-FILES = ["cluster/backends/*.py", "cluster/llm_serving.py", "cluster/serving.py", "cluster/sim_serving.py",
-         "cluster/endpoint.py", "cluster/serve_apps.py", "evalcore/models/clients.py", "jobs/serve.py"]
+FILES = ["sweepcore/backends/*.py", "sweepcore/placement.py", "cluster/serve/deployers.py", "cluster/serve/llm_serving.py",
+         "cluster/serve/serving.py", "cluster/serve/sim_serving.py",
+         "sweepcore/endpoint.py", "cluster/serve/serve_apps.py", "evalcore/models/clients.py", "jobs/serve.py"]
 SECTIONS = {"openai": OpenAISection, "vllm": VllmSection, "replay": ReplaySection,
             "sampling": ModelSamplingOverrides}
 
@@ -176,7 +180,8 @@ def test_the_code_reads_no_model_key_outside_the_schema():
 
 def test_no_backend_branch_outside_the_registry():
     pattern = re.compile(r"backend *(==|!=|in )|\.get\(.backend.\)|\.backend\)? *(==|!=)")
-    hits = [f"{p.relative_to(ROOT)}:{i}" for top in ("cluster", "jobs", "evalcore") for p in (ROOT / top).rglob("*.py")
+    tops = ("sweepcore", "cluster", "jobs", "evalcore")
+    hits = [f"{p.relative_to(ROOT)}:{i}" for top in tops for p in (ROOT / top).rglob("*.py")
             if "backends" not in p.parts for i, line in enumerate(p.read_text().splitlines(), 1)
             if pattern.search(line)]
     assert not hits, hits
@@ -187,3 +192,9 @@ def test_each_backend_owns_its_section(name):
     b = BACKENDS[name]
     assert b.name == name and b.section == name
     assert name in {f.name for f in fields(ModelConfig)}
+
+
+def test_every_backend_has_one_deployer_under_its_name():
+    assert set(DEPLOYERS) == set(BACKENDS) | {STANDIN.name}
+    assert all(d.backend == name for name, d in DEPLOYERS.items())
+    assert DEPLOYERS["standin"].standin and not DEPLOYERS["vllm"].standin  # type: ignore[attr-defined]

@@ -10,11 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from cluster import llm_serving as ls
-from cluster.config import ConfigError, as_plain, load_config, model_config
 from cluster.runtime import EXECUTOR_RESOURCE, executor_slots
-from cluster.serve_apps import ModelNotReady, engine_error, last_exception
+from cluster.serve import llm_serving as ls
+from cluster.serve.serve_apps import ModelNotReady, engine_error, last_exception
 from evalcore.models import builds
+from sweepcore import placement as pl
+from sweepcore.config import ConfigError, ServingSection, as_plain, load_config, model_config
 
 MODEL = "smollm2-135m-cpu"
 
@@ -25,26 +26,26 @@ def _m() -> dict:
 
 def test_the_cpu_model_asks_for_cpus_only_with_its_engine_settings():
     m = _m()
-    c = ls.llm_config_dict(m, {"serving": {"accelerator_type": "H100"}})  # a GPU type never lands on CPU bundles
+    c = ls.llm_config_dict(m, ServingSection(accelerator_type="H100"))  # a GPU type never lands on CPU bundles
     assert c["placement_group_config"] == {"bundles": [{"CPU": 1.0}], "strategy": "PACK"}
-    assert "accelerator_type" not in c and ls.placement(m, {"serving": {"accelerator_type": "H100"}})["accelerator_type"] is None
+    assert "accelerator_type" not in c and ls.placement(m, ServingSection(accelerator_type="H100"))["accelerator_type"] is None
     assert c["runtime_env"] == {"env_vars": {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_CPU_OMP_THREADS_BIND": "nobind"}}
     ek = c["engine_kwargs"]
     assert ek["enforce_eager"] is True and ek["enable_chunked_prefill"] is False
     assert ek["max_num_batched_tokens"] >= ek["max_model_len"]  # unchunked prefill: seeds keep working
-    assert ls.gpus_per_replica(m) == ls.stage_gpus(m) == 0
-    assert ls.placement(m)["gpus"] == 0 and ls.placement(m)["cpus"] == 1.0
+    assert pl.gpus_per_replica(m) == pl.stage_gpus(m) == 0
+    assert ls.placement(m, ServingSection())["gpus"] == 0 and ls.placement(m, ServingSection())["cpus"] == 1.0
     assert c["model_loading_config"]["model_source"].endswith("/models/smollm2-135m-instruct")
     assert not c["model_loading_config"]["model_source"].startswith("~")  # expanded for the replica
     assert ls.llm_config(m).placement_group_config["bundles"] == [{"CPU": 1.0}]  # Ray's own class accepts it
 
 
 def test_the_model_source_follows_opteval_cache(monkeypatch, tmp_path):
-    from cluster import config as cconf
+    from sweepcore.config import entities
 
     monkeypatch.setenv("OPTEVAL_CACHE", str(tmp_path))
-    monkeypatch.setattr(cconf, "_CACHE", {})  # the model YAML is read again under the new variable
-    src = ls.llm_config_dict(as_plain(cconf._build_model_config(MODEL)))["model_loading_config"]["model_source"]
+    monkeypatch.setattr(entities, "_CACHE", {})  # the model YAML is read again under the new variable
+    src = ls.llm_config_dict(as_plain(model_config(MODEL)))["model_loading_config"]["model_source"]
     assert src == str(tmp_path / "models" / "smollm2-135m-instruct") == str(builds.target(builds.RECIPES["smollm2"]))
 
 
@@ -67,12 +68,12 @@ def test_typed_vllm_keys_are_checked_with_their_name(change, key):
 def test_gpus_per_replica_must_agree_with_the_bundles():
     m = _m()
     m["vllm"]["gpus_per_replica"] = 1
-    with pytest.raises(ls.ModelConfigError, match=r"gpus_per_replica=1 but .* hold 0 GPU\(s\) \(a CPU engine"):
-        ls.gpus_per_replica(m)
+    with pytest.raises(pl.ModelConfigError, match=r"gpus_per_replica=1 but .* hold 0 GPU\(s\) \(a CPU engine"):
+        pl.gpus_per_replica(m)
     m["vllm"]["placement_group_config"]["bundles"] = [{"GPU": 1, "CPU": 1}, {"GPU": 1}]
     m["vllm"]["gpus_per_replica"] = 2
-    with pytest.raises(ls.ModelConfigError, match="holds 2 GPU.*tensor_parallel_size x pipeline_parallel_size = 1"):
-        ls.gpus_per_replica(m)
+    with pytest.raises(pl.ModelConfigError, match="holds 2 GPU.*tensor_parallel_size x pipeline_parallel_size = 1"):
+        pl.gpus_per_replica(m)
 
 
 def test_executors_leave_the_cpu_engine_its_cpus():
@@ -95,10 +96,10 @@ def test_the_sweep_reserves_the_cpu_models_cpus():
 def test_a_missing_model_directory_names_the_build_command(tmp_path):
     m = _m()
     m["vllm"]["source"] = str(tmp_path / "models" / "smollm2-135m-instruct")
-    with pytest.raises(ls.ModelConfigError, match=r"not a model directory .*opteval models build smollm2"):
+    with pytest.raises(pl.ModelConfigError, match=r"not a model directory .*opteval models build smollm2"):
         ls.check_local_source(m)
     m["vllm"]["source"] = str(tmp_path / "elsewhere")
-    with pytest.raises(ls.ModelConfigError, match=r"elsewhere is not a model directory \(no config.json\)$"):
+    with pytest.raises(pl.ModelConfigError, match=r"elsewhere is not a model directory \(no config.json\)$"):
         ls.check_local_source(m)
     m["vllm"]["source"] = "HuggingFaceTB/SmolLM2-135M-Instruct"  # a hub id is the engine's to find
     ls.check_local_source(m)

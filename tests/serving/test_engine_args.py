@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from cluster import llm_serving as ls
-from cluster import vllm_args
-from cluster.config import as_plain, configs_dir, model_config
+from cluster.serve import llm_serving as ls
+from cluster.serve import vllm_args
+from sweepcore.config import as_plain, configs_dir, model_config
 
 
 def _m(name: str) -> dict:

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from cluster import llm_serving as ls
-from cluster.config import as_plain, model_config
+from cluster.serve import llm_serving as ls
+from sweepcore.config import ServingSection, as_plain, model_config
 
 REPO = Path(__file__).resolve().parents[2]
 QWEN = ["Qwen3-0.6B", "Qwen3-1.7B", "Qwen3-4B", "Qwen3-8B", "Qwen3-14B", "Qwen3.5-0.8B", "Qwen3.5-2B",
@@ -105,10 +105,10 @@ def test_typos_are_refused_with_their_key():
 
 def test_prefix_cache_router_option():
     m = _cfg("Qwen3-8B")
-    plain = ls.llm_config(m, {"serving": {"prefix_cache_routing": False}})
+    plain = ls.llm_config(m, ServingSection(prefix_cache_routing=False))
     assert "request_router_config" not in plain.deployment_config
-    routed = ls.llm_config(m, {"serving": {"prefix_cache_routing": True,
-                                           "prefix_router_kwargs": {"imbalanced_threshold": 8}}})
+    routed = ls.llm_config(m, ServingSection(prefix_cache_routing=True,
+                                             prefix_router_kwargs={"imbalanced_threshold": 8}))
     rr = routed.deployment_config["request_router_config"]
     assert rr["request_router_class"] == ls.PREFIX_ROUTER_CLASS
     # Ours over Ray's: eviction on (Ray's default keeps every prefix forever), the user's on top.
@@ -132,7 +132,7 @@ def test_stage_app_spec_is_a_valid_serve_config():
     from ray.serve.schema import ServeDeploySchema
 
     models = [_cfg("Qwen3-4B"), _cfg("Qwen3.5-27B")]
-    spec = ls.serve_app_config(models, {"serving": {"prefix_cache_routing": True}})
+    spec = ls.serve_app_config(models, ServingSection(prefix_cache_routing=True))
     schema = ServeDeploySchema(applications=[spec])  # type: ignore[list-item]  # pydantic validates the dict  # Serve's own schema of a config file
     app = schema.applications[0]
     assert app.import_path == "ray.serve.llm:build_openai_app" and app.route_prefix == "/"
@@ -148,7 +148,7 @@ def test_stage_app_spec_is_a_valid_serve_config():
 
 def test_stage_deployments_and_autoscaling():
     models = [_cfg("Qwen3-4B"), _cfg("Qwen3.6-27B")]
-    deps = ls.stage_deployments(models, {"serving": {"prefix_cache_routing": True}})
+    deps = ls.stage_deployments(models, ServingSection(prefix_cache_routing=True))
     assert set(deps) == {"LLMServer:Qwen3-4B", "LLMServer:Qwen3_6-27B", "OpenAiIngress"}
     assert deps["OpenAiIngress"]["routes"] == ["/v1/models", "/v1/chat/completions", "/v1/completions"]
     big = deps["LLMServer:Qwen3_6-27B"]
@@ -165,7 +165,7 @@ def test_build_app_uses_ray_serve_llm_or_names_the_gpu_extra(monkeypatch):
     models = [_cfg("Qwen3-0.6B"), _cfg("Qwen3.5-0.8B")]
     if not HAVE_VLLM:
         with pytest.raises(ls.VLLMNotInstalled, match=r"pip install -e '\.\[gpu\]'"):
-            ls.build_llm_app(models, {"serving": {"prefix_cache_routing": True}})
+            ls.build_llm_app(models, ServingSection(prefix_cache_routing=True))
         assert ray.is_initialized() == was_up
         return
     print("vLLM present: building the real ray.serve.llm application")
@@ -177,10 +177,10 @@ def test_build_app_uses_ray_serve_llm_or_names_the_gpu_extra(monkeypatch):
     monkeypatch.setattr(auto_init, "enable_auto_connect", False)
     if not was_up:
         monkeypatch.setattr(ray, "get_runtime_context", lambda: type("NoCluster", (), {"runtime_env": {}})())
-    app = ls.build_llm_app(models, {"serving": {"prefix_cache_routing": True}})
+    app = ls.build_llm_app(models, ServingSection(prefix_cache_routing=True))
     built = ls.describe_built_app(app)
     assert ray.is_initialized() == was_up  # built without a cluster
-    want = ls.stage_deployments(models, {"serving": {"prefix_cache_routing": True}})
+    want = ls.stage_deployments(models, ServingSection(prefix_cache_routing=True))
     assert set(built) == set(want)
     for name, w in want.items():
         if name == ls.INGRESS_DEPLOYMENT:

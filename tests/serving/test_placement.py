@@ -1,25 +1,23 @@
-"""Placement without deadlock, checked without Ray: executor slots, replica bundles and the
-refusal of a stage the cluster cannot place (names the model, what it asks, what is offered)."""
+"""Placement without deadlock, checked without Ray: executor slots, the LLMConfig's and the ingress's
+resources, and the refusal of a stage the cluster cannot place (names the model, what it asks, what
+is offered). The planner itself: tests/sweepcore/test_placement.py."""
 from __future__ import annotations
 
 import copy
 
 import pytest
 
-from cluster import llm_serving as ls
-from cluster.config import as_plain, model_config
 from cluster.runtime import EXECUTOR_RESOURCE, executor_slots
-
-SERVING = {"serving": {"cpus_per_gpu": 1.0, "ingress_cpus": 1.0, "accelerator_type": None,
-                       "prefix_cache_routing": False}}
+from cluster.serve import llm_serving as ls
+from sweepcore.config import ServingSection, as_plain, model_config
 
 
 def _m(name: str) -> dict:
     return copy.deepcopy(as_plain(model_config(name)))
 
 
-def _cfg(**over) -> dict:
-    return {"serving": {**SERVING["serving"], **over}}
+def _cfg(**over) -> ServingSection:
+    return ServingSection(**over)
 
 
 def test_executor_resource_name_is_pinned():
@@ -42,25 +40,12 @@ def test_single_node_with_gpus_keeps_serving_cpus_free():
     assert executor_slots([node], 1.0, gpu_serving=False) == 16  # simulated sweeps need no reserve
 
 
-def test_tp2_replica_is_strict_pack_with_cpus_per_gpu_and_the_accelerator_hint():
-    pl = ls.placement(_m("Qwen3.5-27B"), _cfg(cpus_per_gpu=2, accelerator_type="H200"))
-    assert pl["strategy"] == "STRICT_PACK" and pl["gpus"] == 2 and pl["cpus"] == 4
-    assert pl["bundles"] == [{"GPU": 1, "CPU": 2.0, "accelerator_type:H200": 0.001}] * 2
-    one = ls.placement(_m("Qwen3-4B"), _cfg())
-    assert one["strategy"] == "PACK" and one["bundles"] == [{"GPU": 1, "CPU": 1.0}] and one["accelerator_type"] is None
-
-
 def test_llm_config_carries_the_same_placement_and_no_replica_cpu():
     c = ls.llm_config(_m("Qwen3.5-27B"), _cfg(accelerator_type="H200"))
     assert c.placement_group_config == {"bundles": [{"GPU": 1, "CPU": 1.0, "accelerator_type:H200": 0.001}] * 2,
                                         "strategy": "STRICT_PACK"}
     assert c.accelerator_type == "H200"  # serving.accelerator_type overrides the model's
     assert c.deployment_config["ray_actor_options"]["num_cpus"] == 0
-
-
-def test_stage_that_fits_plans_cleanly():
-    gpu_node = {"CPU": 4, "GPU": 4, "accelerator_type:H200": 4}
-    assert ls.plan_placement([_m("Qwen3-4B"), _m("Qwen3.5-27B")], _cfg(accelerator_type="H200"), [gpu_node]) == []
 
 
 def test_wrong_accelerator_type_is_refused_naming_model_request_and_offer():
@@ -71,33 +56,6 @@ def test_wrong_accelerator_type_is_refused_naming_model_request_and_offer():
     for part in ("'Qwen3-4B'", "1 GPU(s)", "1 CPU(s)", "accelerator_type H100", "PACK", "GPU=4",
                  "accelerator_type=H200"):
         assert part in msg, (part, msg)
-
-
-def test_tensor_parallel_is_never_split_across_nodes():
-    two_small = [{"CPU": 4, "GPU": 1}, {"CPU": 4, "GPU": 1}]
-    problems = ls.plan_placement([_m("Qwen3.5-27B")], _cfg(), two_small)
-    assert problems and "STRICT_PACK" in problems[0] and "Qwen3.5-27B" in problems[0]
-
-
-def test_gpu_node_without_cpus_for_serving_is_refused():
-    """The old deadlock: GPUs free, CPUs taken (by executors): refused before deploying."""
-    starved = [{"CPU": 0, "GPU": 4}]
-    problems = ls.plan_placement([_m("Qwen3-4B")], _cfg(), starved)
-    assert problems and "'Qwen3-4B'" in problems[0]
-    enough_for_replica = [{"CPU": 1, "GPU": 4}]  # the replica fits, the ingress does not
-    problems = ls.plan_placement([_m("Qwen3-4B")], _cfg(), enough_for_replica)
-    assert problems == ["the OpenAI ingress asks for 1 CPU(s)"]
-    routed = ls.plan_placement([_m("Qwen3-4B")], _cfg(prefix_cache_routing=True), [{"CPU": 3, "GPU": 1}])
-    assert routed == [] and ls.plan_placement([_m("Qwen3-4B")], _cfg(prefix_cache_routing=True),
-                                              [{"CPU": 2, "GPU": 1}]) == \
-        ["the prefix-tree actor of 'Qwen3-4B' asks for 1 CPU(s)"]
-
-
-def test_min_replicas_all_need_room():
-    m = _m("Qwen3-4B")
-    m["vllm"]["deployment"]["autoscaling_config"]["min_replicas"] = 3
-    assert ls.plan_placement([m], _cfg(), [{"CPU": 8, "GPU": 2}])
-    assert ls.plan_placement([m], _cfg(), [{"CPU": 8, "GPU": 3}]) == []
 
 
 def test_ingress_gets_its_cpus_and_a_timeout_above_the_per_call_one():
@@ -111,7 +69,7 @@ def test_ingress_gets_its_cpus_and_a_timeout_above_the_per_call_one():
 
 
 def test_a_replica_is_refused_only_when_no_node_or_node_type_could_hold_it():
-    from cluster.capacity import can_ever_place, describe_need, elapsed, replica_request
+    from cluster.serve.capacity import can_ever_place, describe_need, elapsed, replica_request
 
     cpu_head = {"CPU": 2.0, EXECUTOR_RESOURCE: 2.0}
     gpu_group = {"CPU": 8.0, "GPU": 4.0, "accelerator_type:H200": 1.0}  # an autoscaler node type, 0 nodes now

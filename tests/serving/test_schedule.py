@@ -2,7 +2,7 @@
 (``pack_stages``/``run_stages``): models flow onto freed GPUs, largest remaining work first,
 placement checked by the real rules, every model torn down the moment it is done.
 
-A fake fleet (placement through ``llm_serving.plan_placement`` on node dicts) and a
+A fake fleet (placement through ``sweepcore.placement.plan_placement`` on node dicts) and a
 ``run_model`` that sleeps in proportion to a model's items: no Ray, a fraction of a second."""
 from __future__ import annotations
 
@@ -11,11 +11,12 @@ import copy
 
 import pytest
 
-from cluster import llm_serving as ls
-from cluster.config import as_plain, model_config
 from cluster.driver.admission import Admission
 from cluster.driver.schedule import GpuQueue, ModelWork, model_works, run_schedule
 from cluster.runtime import PlacementError
+from cluster.serve import llm_serving as ls
+from sweepcore.config import ServingSection, as_plain, model_config
+from sweepcore.placement import placement, plan_placement, stage_gpus, with_replicas
 
 
 def _m(name: str, min_replicas: int | None = None) -> dict:
@@ -46,15 +47,15 @@ class Fleet:
         free = [dict(n) for n in self.nodes]
         for cfgs in self.held.values():
             for c in cfgs:
-                pl = ls.placement(c)
+                pl = placement(c, ServingSection())
                 free[0]["GPU"] -= pl["gpus"] * pl["replicas"]
         return free
 
     def fits(self, m: ModelWork, replicas: int) -> bool:
-        return not ls.plan_placement([ls.with_replicas(m.cfg, replicas)], None, self._free())
+        return not plan_placement([with_replicas(m.cfg, replicas)], ServingSection(), self._free())
 
     async def deploy(self, m: ModelWork, replicas: int, group: int) -> str:
-        cfg = ls.with_replicas(m.cfg, replicas)
+        cfg = with_replicas(m.cfg, replicas)
         ls.check_placement([cfg], None, self._free())  # placement checked before deploying
         self.held.setdefault(m.name, []).append(cfg)
         self.peak = max(self.peak, self.total_gpus - int(self._free()[0]["GPU"]))
@@ -71,7 +72,7 @@ class Fleet:
 def _works(names: list[str], counts: dict[str, int] | None = None, **cfgs) -> list[ModelWork]:
     model_cfgs = {n: cfgs.get(n) or _m(n) for n in names}
     items = {n: list(range((counts or {}).get(n, 10))) for n in names}
-    return model_works(model_cfgs, items, {n: ["direct"] for n in names}, None, 64)  # type: ignore[arg-type]
+    return model_works(model_cfgs, items, {n: ["direct"] for n in names}, ServingSection(), 64)  # type: ignore[arg-type]
 
 
 def _run(works: list[ModelWork], fleet: Fleet, barrier: bool = False, seconds_per_item: float = 0.002):
@@ -125,10 +126,10 @@ def test_barrier_replays_the_old_stages():
 
 def test_min_replicas_count_and_are_pinned():
     m = _m("Qwen3-8B", min_replicas=3)
-    assert ls.stage_gpus(m) == 3
+    assert stage_gpus(m) == 3
     (w,) = _works(["Qwen3-8B"], **{"Qwen3-8B": m})
     assert (w.gpus, w.replicas, w.max_replicas) == (3, 3, 8)
-    pinned = ls.with_replicas(m, 2)["vllm"]["deployment"]["autoscaling_config"]
+    pinned = with_replicas(m, 2)["vllm"]["deployment"]["autoscaling_config"]
     assert (pinned["min_replicas"], pinned["max_replicas"]) == (2, 2)  # Serve's autoscaler takes no free GPU
 
 
@@ -154,5 +155,5 @@ def test_freed_gpus_grow_the_model_with_most_work_when_none_waits():
 
 def test_non_vllm_models_hold_no_gpus():
     (w,) = model_works({"sim-small": as_plain(model_config("sim-small"))}, {"sim-small": [1]},  # type: ignore[list-item]
-                       {"sim-small": ["direct"]}, None, 64)
+                       {"sim-small": ["direct"]}, ServingSection(), 64)
     assert w.gpus == 0

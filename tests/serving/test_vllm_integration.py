@@ -15,8 +15,8 @@ import subprocess
 
 import pytest
 
-from cluster import llm_serving as ls
-from cluster.config import as_plain, model_config
+from cluster.serve import llm_serving as ls
+from sweepcore.config import ServingSection, as_plain, model_config
 
 
 def _vllm_reason() -> str | None:
@@ -61,11 +61,11 @@ def test_deploy_query_teardown_real_model(tmp_path):
 
     m, qwen = _model()
     name = m["name"]
-    cfg = {"serving": {"http_port": 8000, "ready_timeout_s": 900, "prefix_cache_routing": True}}
+    serving = ServingSection(http_port=8000, ready_timeout_s=900, prefix_cache_routing=True)
     # on a CPU the replica's bundle, the ingress and the prefix tree take a CPU each
     ray.init(ignore_reinit_error=True, num_cpus=None if qwen else max(4, os.cpu_count() or 1))
     try:
-        eps = ls.deploy_stage([m], cfg)
+        eps = ls.deploy_stage([m], serving)
         ep = eps[name]
         body = {"model": ep.model_id, "messages": [{"role": "user", "content": "Say OK."}],
                 "max_tokens": 64, "temperature": 0.6, "top_p": 0.95, "top_k": 20, "seed": 42}

@@ -11,8 +11,8 @@ from pathlib import Path
 import pandas as pd
 import pyarrow as pa
 
-from cluster.ledger import Ledger
 from evalcore.reporting.view import page_name, write_site
+from sweepcore.ledger import Ledger
 from tests.view.conftest import SWEEP, args, opteval
 
 

@@ -73,7 +73,7 @@ def tier_ray(engine_importable: None) -> Iterator[tuple[str, int]]:
     import ray
 
     from cluster.runtime import connect
-    from cluster.serving import ensure_serve
+    from cluster.serve.serving import ensure_serve
 
     os.environ["RAY_AUTH_MODE"] = "disabled"
     connect(None, num_cpus=6)

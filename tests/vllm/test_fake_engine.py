@@ -29,7 +29,7 @@ REQUEST_TIMEOUT_S = 4.0  # serving.request_timeout_s: the ingress then waits 4 +
 
 def fake_model(name: str, **env: str) -> dict[str, Any]:
     """The smollm2 CPU config with the fake engine in its replicas (no weights read)."""
-    from cluster.config import as_plain, model_config
+    from sweepcore.config import as_plain, model_config
 
     m = copy.deepcopy(as_plain(model_config(MODEL)))
     m["name"] = name
@@ -38,8 +38,10 @@ def fake_model(name: str, **env: str) -> dict[str, Any]:
     return m
 
 
-def serving_cfg(port: int, **extra: Any) -> dict[str, Any]:
-    return {"serving": {"http_port": port, "ready_timeout_s": 180, "request_timeout_s": REQUEST_TIMEOUT_S, **extra}}
+def serving_cfg(port: int, **extra: Any) -> Any:
+    from sweepcore.config import ServingSection
+
+    return ServingSection(http_port=port, ready_timeout_s=180, request_timeout_s=REQUEST_TIMEOUT_S, **extra)
 
 
 def chat(base_url: str, model: str, timeout: float = 120, **xargs: Any) -> httpx.Response:
@@ -63,8 +65,8 @@ class FakeApp:
 def fake_app(tier_ray: tuple[str, int]) -> Any:
     """The fake engine deployed through ``deploy_stage`` with a slow start, every readiness probe
     recorded; a request delayed past the ingress timeout is sent at once, in the background."""
-    from cluster import llm_serving as ls
-    from cluster import serve_apps as sa
+    from cluster.serve import llm_serving as ls
+    from cluster.serve import serve_apps as sa
 
     _, port = tier_ray
     name = "fake-slow-start"
@@ -97,7 +99,7 @@ def fake_app(tier_ray: tuple[str, int]) -> Any:
 
 
 def test_placement_refusal_names_the_model_and_what_it_asks(tier_ray):
-    from cluster import llm_serving as ls
+    from cluster.serve import llm_serving as ls
 
     _, port = tier_ray
     for name, bundles, gpus, what in (("fake-too-big", [{"CPU": 64}], 0, "64 CPU"),
@@ -164,7 +166,7 @@ def test_error_classes_through_the_real_ingress(fake_app, status, kind):
 def test_a_failed_engine_start_is_one_line_naming_the_model_and_the_cause(tier_ray, tmp_path, capsys):
     """Through ``opteval sweep``: vLLM-style, the cause is only in the replica's log (the replica
     raises "See root cause above"); the sweep prints one line with it, exits 2, and tears down."""
-    from cluster import llm_serving as ls
+    from cluster.serve import llm_serving as ls
     from jobs.sweep import main as sweep
 
     _, port = tier_ray
@@ -186,11 +188,11 @@ def test_a_failed_engine_start_is_one_line_naming_the_model_and_the_cause(tier_r
 def test_a_reply_past_the_ingress_timeout_is_408_at_request_timeout_plus_margin(fake_app):
     """Sent when the app came up: Ray's ingress ends it with 408 after request_timeout_s + 60 s
     (``RAY_SERVE_LLM_ROUTER_HTTP_TIMEOUT`` in the ingress's runtime env), not Ray's 600 s default."""
-    from cluster import llm_serving as ls
+    from cluster.serve import llm_serving as ls
 
     assert fake_app.late_thread is not None
     fake_app.late_thread.join(timeout=240)
-    limit = ls.ingress_timeout_s({"serving": {"request_timeout_s": REQUEST_TIMEOUT_S}})
+    limit = ls.ingress_timeout_s(serving_cfg(0))
     assert fake_app.late.get("status") == 408, fake_app.late
     assert limit - 2 <= fake_app.late["seconds"] <= limit + 30, fake_app.late
 

@@ -41,7 +41,7 @@ def _usage(response: Any) -> tuple[int | None, int | None, int | None]:
 
 
 def _ledger(out: Path, name: str) -> Any:
-    from cluster.ledger import Ledger
+    from sweepcore.ledger import Ledger
 
     led = Ledger.open(str(out), name, {}, "", True, read_only=True)
     return led.read_table().to_pandas()

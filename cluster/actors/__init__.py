@@ -1,0 +1,1 @@
+"""The Ray actors of a sweep: sandbox executors and harness workers."""
