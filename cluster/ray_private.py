@@ -33,6 +33,7 @@ PREFIX_ROUTER_CLASS = ("ray.llm._internal.serve.routing_policies.prefix_aware.pr
 APIS: dict[str, tuple[str, ...]] = {
     "ray._private.ray_constants": ("ENABLE_RAY_CLUSTER",),
     "ray._private.state": ("state", "available_resources_per_node"),
+    "ray._private.worker": ("_global_node",),
     "ray.serve.context": ("_get_global_client",),
     "ray.serve._private.build_app": ("build_app",),
     "ray.llm._internal.serve.core.configs.llm_config": ("LLMConfig",),
@@ -110,6 +111,13 @@ def available_resources_per_node() -> dict[str, dict[str, float]]:
     """Free resources per alive node, from the GCS."""
     fn: Callable[[], dict[str, dict[str, float]]] = _attr("ray._private.state", "available_resources_per_node")
     return fn()
+
+
+def logs_dir() -> str | None:
+    """This node's Ray session log folder (worker-*.err: the replicas' stderr), or None without a
+    node in this process."""
+    node = _attr("ray._private.worker", "_global_node")
+    return str(node.get_logs_dir_path()) if node is not None else None
 
 
 def serve_global_client() -> Any:

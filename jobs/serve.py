@@ -7,7 +7,7 @@
 
 Arguments are the sweep's (``sweepcore.config.load_config``: optional YAML, then a dotlist),
 plus ``hold=true|false`` (default true: keep serving until Ctrl-C, then tear down what this
-command deployed). Backends: ``vllm`` models go into one ``ray.serve.llm`` application
+command deployed; SIGTERM does the same). Backends: ``vllm`` models go into one ``ray.serve.llm`` application
 (``cluster.serve.llm_serving``; they must fit the GPUs at once, else the error names the stages),
 ``simulated`` ones into the simulated policy's Serve app, and ``openai`` ones are external
 servers (vLLM or SGLang run elsewhere): nothing is deployed, their URL and key variable are
@@ -18,7 +18,9 @@ Exit 5 (one line) when Ray's start-up timed out on every attempt (docs/errors.md
 from __future__ import annotations
 
 import os
+import signal
 import sys
+import threading
 import time
 from typing import Any
 
@@ -125,6 +127,7 @@ def main(argv: list[str] | None = None) -> int:
             print("note: hold=false on a Ray cluster this command started: the endpoints stop when it "
                   "exits; start one first (ray start --head) and pass cluster.address=auto", file=sys.stderr)
     apps: list[str] = []
+    old_term = _sigterm_stops()
     try:
         eps, apps = stand_up(cfg)
         for ep in eps.values():
@@ -144,16 +147,38 @@ def main(argv: list[str] | None = None) -> int:
         print(f"cannot serve: {exc}", file=sys.stderr)
         return 1
     finally:
-        if hold and apps:
-            from cluster.serve.llm_serving import teardown
+        try:
+            if hold and apps:
+                from cluster.serve.llm_serving import teardown
 
-            for app in apps:
-                teardown(app)  # the app and its prefix-tree actors
-        if rt is not None:
-            from cluster import runtime
+                print(f"tearing down {', '.join(apps)}", flush=True)
+                for app in apps:
+                    teardown(app)  # the app and its prefix-tree actors
+            if rt is not None:
+                from cluster import runtime
 
-            runtime.disconnect(rt)
+                runtime.disconnect(rt)
+        finally:
+            if old_term is not None:
+                signal.signal(signal.SIGTERM, old_term)
     return 0
+
+
+def _sigterm_stops() -> Any:
+    """SIGTERM (``kill``, a container stopping, ``ray job stop``) stops serving the way Ctrl-C
+    does: a KeyboardInterrupt, so what this command deployed is torn down (the app would
+    otherwise stay deployed, answering and holding its GPUs, on a cluster this command joined).
+    A second SIGTERM during the teardown is ignored with a line. Returns the previous handler
+    (None off the main thread, where Python cannot install one)."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+
+    def stop(signum: int, frame: Any) -> None:
+        signal.signal(signal.SIGTERM, lambda *_: print("teardown in progress; SIGTERM ignored", file=sys.stderr,
+                                                       flush=True))
+        raise KeyboardInterrupt
+
+    return signal.signal(signal.SIGTERM, stop)
 
 
 if __name__ == "__main__":

@@ -17,7 +17,8 @@ was committed before stays valid and the same command resumes once it is fixed);
 4 the sweep finished with ``status=error`` rows (how many and the top reasons are printed;
 ``sweep.retry_errors=true`` reruns them, ``sweep.allow_errors=true`` exits 0); a served model whose
 server refuses the sweep's request shape (preflight) or answers every call with the same HTTP 400
-(``sweep.reject_streak``) exits 2 naming the model and the server's text;
+(``sweep.reject_streak``) exits 2 naming the model and the server's text, and so does a vLLM model
+whose deploy failed (its engine's own error, from Serve or the replica's log; its app is torn down);
 5 Ray did not start (its start-up timed out on every attempt, e.g. a heavily loaded machine:
 one line naming the cause; nothing was dispatched, the same command starts it later);
 130 interrupted (SIGINT/SIGTERM, honoured from the first second; what finished is committed and the same command
@@ -111,6 +112,7 @@ def main(argv: list[str] | None = None) -> int:
 def _main(argv: list[str] | None) -> int:
     from cluster.driver import signals
     from cluster.runtime import RayStartupError
+    from cluster.serve.serve_apps import ModelNotReady
     from evalcore.problems import BenchmarkLoadError
     from sweepcore.config import ConfigError, load_config, overridden
     from sweepcore.ledger import CommitError, ConfigChangedError, LedgerError
@@ -153,6 +155,9 @@ def _main(argv: list[str] | None) -> int:
     except RayStartupError as exc:
         print(f"startup error: {_one_line(exc)}", file=sys.stderr, flush=True)
         return EXIT_STARTUP
+    except ModelNotReady as exc:  # a deploy failed or timed out; its apps are torn down already
+        print(f"model error: {_one_line(exc)}", file=sys.stderr, flush=True)
+        return EXIT_CONFIG
 
 
 def _one_line(exc: BaseException) -> str:

@@ -133,7 +133,10 @@ def _yaml(path: Path) -> dict[str, Any]:
 
 
 def vllm_model_files(models_dir: Path = MODELS_DIR) -> list[Path]:
-    return sorted(p for p in models_dir.glob("*.yaml") if BACKEND_KEY in (y := _yaml(p)) and backend_of(y).on_gpus)
+    """The GPU-served vLLM model YAMLs (a CPU engine's, ``gpus_per_replica: 0``, sizes its own
+    batch: the GPU memory rule does not apply to it)."""
+    return sorted(p for p in models_dir.glob("*.yaml") if BACKEND_KEY in (y := _yaml(p)) and backend_of(y).on_gpus
+                  and _vllm(y).get("gpus_per_replica", 1) != 0)
 
 
 def rewrite(path: Path, bs: BatchSize) -> bool:

@@ -18,7 +18,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import fields
 from typing import TYPE_CHECKING, Any
 
-from sweepcore.model_sections import VllmSection
+from sweepcore.config_errors import ConfigError
+from sweepcore.model_sections import VllmSection, check_vllm_section
 
 if TYPE_CHECKING:  # type-only: the config package imports the backend specs, which import this module
     from sweepcore.config.schema import ServingSection
@@ -35,7 +36,8 @@ def _plain(model_cfg: Mapping[str, Any]) -> dict[str, Any]:
 #   (vLLM engine + frontend args, verbatim); deployment -> LLMConfig.deployment_config;
 #   accelerator_type -> LLMConfig.accelerator_type; gpus_per_replica: checked against tensor x
 #   pipeline parallel size; chat_template_kwargs: sent per request by the client (extra_body);
-#   runtime_env -> LLMConfig.runtime_env; placement_group_config -> the replica's bundles;
+#   runtime_env.env_vars -> LLMConfig.runtime_env (the replica's, so its engine's, environment);
+#   placement_group_config -> the replica's bundles (CPU-only bundles: a CPU engine, 0 GPUs);
 #   language_only: a VL checkpoint's language model only (vLLM language_model_only).
 _VLLM_KEYS = frozenset(f.name for f in fields(VllmSection))
 # Keys accepted under vllm.deployment (Ray Serve deployment options LLMConfig documents).
@@ -47,8 +49,9 @@ _DEPLOYMENT_KEYS = {
 }
 
 
-class ModelConfigError(ValueError):
-    """A model YAML does not describe a servable vLLM model; the message names model and key."""
+class ModelConfigError(ConfigError):
+    """A model YAML does not describe a servable vLLM model; the message names model and key
+    (a ConfigError: a sweep prints it as one line and exits 2)."""
 
 
 def model_name(model_cfg: Mapping[str, Any]) -> str:
@@ -69,16 +72,48 @@ def vllm_section(model_cfg: Mapping[str, Any]) -> dict[str, Any]:
                                f"allowed: {sorted(_VLLM_KEYS)}")
     if not vc.get("source"):
         raise ModelConfigError(f"model {name!r}: vllm.source is required (hub id, path or s3:// URI)")
+    check_vllm_section(vc, lambda key, msg: ModelConfigError(f"model {name!r}: {key}: {msg}"))
     return dict(vc)
 
 
+def _workers(vc: Mapping[str, Any]) -> int:
+    """Engine workers of one replica: vLLM's tensor x pipeline parallel size."""
+    ek = dict(vc.get("engine_kwargs") or {})
+    return int(ek.get("tensor_parallel_size", 1)) * int(ek.get("pipeline_parallel_size", 1))
+
+
+def _own_bundles(vc: Mapping[str, Any], workers: int) -> tuple[list[dict[str, float]], str] | None:
+    """The replica's bundles and strategy when the YAML sets ``placement_group_config``, else None."""
+    own = dict(vc.get("placement_group_config") or {})
+    if own.get("bundles"):
+        bundles = [dict(b) for b in own["bundles"]]
+    elif own.get("bundle_per_worker"):
+        bundles = [dict(own["bundle_per_worker"]) for _ in range(workers)]
+    else:
+        return None
+    return bundles, str(own.get("strategy") or "PACK")
+
+
 def gpus_per_replica(model_cfg: Mapping[str, Any]) -> int:
-    """GPUs one replica occupies: vLLM's tensor x pipeline parallel size."""
+    """GPUs one replica occupies: vLLM's tensor x pipeline parallel size, or what the YAML's
+    placement bundles hold (0: a CPU engine)."""
     model_cfg = _plain(model_cfg)
     vc = vllm_section(model_cfg)
-    ek = dict(vc.get("engine_kwargs") or {})
-    n = int(ek.get("tensor_parallel_size", 1)) * int(ek.get("pipeline_parallel_size", 1))
+    n = _workers(vc)
     declared = vc.get("gpus_per_replica")
+    own = _own_bundles(vc, n)
+    if own is not None:  # the YAML's bundles say how many GPUs a replica holds (none: a CPU engine)
+        held = round(sum(float(b.get("GPU", 0)) for b in own[0]))
+        if held and held != n:
+            raise ModelConfigError(
+                f"model {model_name(model_cfg)!r}: vllm.placement_group_config holds {held} GPU(s) but "
+                f"tensor_parallel_size x pipeline_parallel_size = {n}")
+        if declared is not None and int(declared) != held:
+            raise ModelConfigError(
+                f"model {model_name(model_cfg)!r}: vllm.gpus_per_replica={declared} but "
+                f"vllm.placement_group_config's bundles hold {held} GPU(s)"
+                + (" (a CPU engine: set gpus_per_replica: 0)" if not held else ""))
+        return held
     if declared is not None and int(declared) != n:
         raise ModelConfigError(
             f"model {model_name(model_cfg)!r}: vllm.gpus_per_replica={declared} but tensor_parallel_size x "
@@ -134,18 +169,18 @@ def placement(model_cfg: Mapping[str, Any], serving: ServingSection) -> dict[str
     model_cfg = _plain(model_cfg)
     vc = vllm_section(model_cfg)
     n = gpus_per_replica(model_cfg)
-    acc = accelerator_type(model_cfg, serving)
-    own = vc.get("placement_group_config")
-    if own:
-        bundles = [dict(b) for b in own.get("bundles") or [dict(own["bundle_per_worker"]) for _ in range(n)]]
-        strategy = str(own.get("strategy", "PACK"))
+    acc = accelerator_type(model_cfg, serving) if n else None  # a GPU's type; a CPU engine has none
+    own = _own_bundles(vc, _workers(vc))
+    if own is not None:
+        bundles, strategy = own
     else:
         cpus = float(serving.cpus_per_gpu)
         bundles = [{"GPU": 1, "CPU": cpus} for _ in range(n)]
         strategy = "STRICT_PACK" if n > 1 else "PACK"
     if acc:
         for b in bundles:
-            b.setdefault(f"accelerator_type:{acc}", 0.001)
+            if float(b.get("GPU", 0)) > 0:  # the type is a GPU's: a bundle without one stays as it is
+                b.setdefault(f"accelerator_type:{acc}", 0.001)
     dep = deployment_config(model_cfg, vc)
     return {"model": model_name(model_cfg), "gpus": n, "cpus": sum(float(b.get("CPU", 0)) for b in bundles),
             "accelerator_type": acc, "strategy": strategy, "bundles": bundles,

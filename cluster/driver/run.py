@@ -33,9 +33,11 @@ from cluster.runtime import (
     node_resources,
 )
 from sweepcore import config as cconf
+from sweepcore.backends import backend_of
 from sweepcore.backends import serves_on_gpus as on_gpus
 from sweepcore.config import SweepConfig, methods_for
 from sweepcore.ledger import LedgerError
+from sweepcore.placement import placement
 from sweepcore.plan import PlanItem, by_model, plan_counts
 from sweepcore.tracking import BackgroundStart, OffLoop, Tracker, end_line, model_families, results_markdown, ui_command
 
@@ -49,13 +51,28 @@ def serves_on_gpus(cfg: SweepConfig, model_cfgs: Mapping[str, Mapping[str, Any]]
     return on_gpus([cconf.model_config(m) for m in cfg.models])
 
 
+def cpu_serving(cfg: SweepConfig, model_cfgs: Mapping[str, Mapping[str, Any]] | None = None) -> float:
+    """CPUs the sweep's vLLM models served on CPUs (no GPU in their bundles) hold: their
+    replicas' bundles and one ingress; the executors leave them free."""
+    models = list(model_cfgs.values()) if model_cfgs is not None else [cconf.model_config(m) for m in cfg.models]
+    on_cpus = [m for m in models if backend_of(m, cfg.serving).on_gpus and not backend_of(m, cfg.serving).gpus(m)]
+    if not on_cpus:
+        return 0.0
+    held = 0.0
+    for m in on_cpus:
+        pl = placement(m, cfg.serving)
+        held += float(pl["cpus"]) * int(pl["replicas"])
+    return held + float(cfg.serving.ingress_cpus)
+
+
 def executor_count(cfg: SweepConfig, model_cfgs: Mapping[str, Mapping[str, Any]] | None = None) -> int:
     """Executors to start: the ``opteval_executor`` slots the cluster offers (never GPU nodes'
     CPUs that serving needs), or ``cluster.executors`` when it fits; else a PlacementError."""
     nodes = node_resources()
     s = cfg.serving
     slots = executor_slots(nodes, cfg.cluster.executor_cpus, cpus_per_gpu=s.cpus_per_gpu,
-                           ingress_cpus=s.ingress_cpus, gpu_serving=serves_on_gpus(cfg, model_cfgs))
+                           ingress_cpus=s.ingress_cpus, gpu_serving=serves_on_gpus(cfg, model_cfgs),
+                           cpu_serving=cpu_serving(cfg, model_cfgs))
     if slots < 1:
         raise PlacementError(
             f"no executor can be placed: no node offers the {EXECUTOR_RESOURCE!r} resource with "

@@ -30,6 +30,7 @@ Public API (callers: ``cluster/serve/deployers.py``, ``cluster/serve/fleet.py``,
     build_standin_app(model_cfgs, serving=None)            # serving.standin: same placement, simulated
     wait_app_ready, teardown, app_state, probe_model       # from cluster.serve.serve_apps (re-exported)
     require_vllm() -> None                                 # VLLMNotInstalled with the install hint
+    check_local_source(model_cfg)                          # a missing local model directory, named (+ build hint)
 
 The served model id is the config's ``name`` (``Qwen3-4B``), so a request's ``model`` is
 the same string the sweep, the ledger and the plots use.
@@ -37,6 +38,7 @@ the same string the sweep, the ledger and the plots use.
 from __future__ import annotations
 
 import difflib
+import os
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -54,6 +56,8 @@ from cluster.serve.serve_apps import (  # noqa: F401  (re-exported: part of this
     ModelNotReady,
     UnplaceableModel,
     app_state,
+    engine_error,
+    last_exception,
     prefix_tree_actors,
     probe_model,
     server_deployment_name,
@@ -61,6 +65,7 @@ from cluster.serve.serve_apps import (  # noqa: F401  (re-exported: part of this
     wait_app_ready,
 )
 from cluster.serve.vllm_args import known_args, unknown_args
+from evalcore.models.builds import build_for
 from sweepcore.config.schema import ServingSection
 from sweepcore.endpoint import Endpoint
 from sweepcore.placement import (
@@ -157,7 +162,7 @@ def llm_config_dict(model_cfg: Mapping[str, Any], serving: ServingSection | None
     vc = vllm_section(model_cfg)
     name = model_name(model_cfg)
     gpus_per_replica(model_cfg)  # checks the declared GPU count against the parallel sizes
-    mlc: dict[str, Any] = {"model_id": name, "model_source": str(vc["source"])}
+    mlc: dict[str, Any] = {"model_id": name, "model_source": model_source(vc)}
     if vc.get("tokenizer_source"):
         mlc["tokenizer_source"] = str(vc["tokenizer_source"])
     dep = deployment_config(model_cfg, vc)
@@ -187,9 +192,37 @@ def llm_config_dict(model_cfg: Mapping[str, Any], serving: ServingSection | None
     }
     if pl["accelerator_type"]:
         out["accelerator_type"] = pl["accelerator_type"]
-    if vc.get("runtime_env"):
-        out["runtime_env"] = dict(vc["runtime_env"])
+    env_vars = dict((vc.get("runtime_env") or {}).get("env_vars") or {})
+    if env_vars:  # the replica's, and so its engine's (vLLM's CPU build reads VLLM_CPU_* there)
+        out["runtime_env"] = {"env_vars": {str(k): str(v) for k, v in env_vars.items()}}
     return out
+
+
+def model_source(vc: Mapping[str, Any]) -> str:
+    """``vllm.source`` as the replica reads it: a local path starting with ``~`` expanded (the
+    driver's home; a hub id or an s3:// / gs:// URI is left as it is)."""
+    src = str(vc["source"])
+    return os.path.expanduser(src) if src.startswith("~") else src
+
+
+def local_source(vc: Mapping[str, Any]) -> str | None:
+    """The source as a local directory when it names one (absolute, ``~`` or ``./``), else None."""
+    src = model_source(vc)
+    return src if src.startswith(("/", "./", "../")) else None
+
+
+def check_local_source(model_cfg: Mapping[str, Any]) -> None:
+    """A local ``vllm.source`` must be a directory holding a ``config.json`` (what vLLM loads);
+    else a :class:`ModelConfigError` naming the model, the path and, for a directory that
+    ``opteval models build`` makes, the command that builds it."""
+    model_cfg = _plain(model_cfg)
+    path = local_source(vllm_section(model_cfg))
+    if path is None or os.path.isfile(os.path.join(path, "config.json")):
+        return
+    recipe = build_for(path)
+    how = f"; build it once: opteval models build {recipe}" if recipe else ""
+    raise ModelConfigError(f"model {model_name(model_cfg)!r}: vllm.source {path} is not a model directory "
+                           f"(no config.json){how}")
 
 
 def _llm_config_class() -> type:
@@ -348,6 +381,9 @@ def deploy_stage(model_cfgs: Iterable[Mapping[str, Any]], serving: ServingSectio
     timeout = float(ready_timeout_s if ready_timeout_s is not None else serving.ready_timeout_s)
     check_placement(models, serving)
     standin = bool(serving.standin) if standin is None else standin
+    if not standin:
+        for m in models:
+            check_local_source(m)
     app = build_standin_app(models, serving) if standin else build_llm_app(models, serving)
     try:
         serve.run_many([serve.RunTarget(app, name=app_name, route_prefix=route_prefix, logging_config=QUIET_LOGS)],

@@ -6,7 +6,9 @@ A leaf of the serving modules: ``cluster.serve.serving`` (simulated apps, stand-
 """
 from __future__ import annotations
 
+import re
 import time
+from pathlib import Path
 from typing import Any
 
 from cluster import ray_private
@@ -21,7 +23,12 @@ SERVER_PREFIX = "LLMServer:"
 
 
 class ModelNotReady(TimeoutError):
-    """A deployed model did not come up in time (or its deployment failed); names the model."""
+    """A deployed model did not come up in time (or its deployment failed); names the model.
+    The message is one line; ``detail`` keeps Serve's whole message (tracebacks included)."""
+
+    def __init__(self, message: str, detail: str = "") -> None:
+        super().__init__(message)
+        self.detail = detail or message
 
 
 class UnplaceableModel(PlacementError):
@@ -137,7 +144,8 @@ def wait_app_ready(app_name: str, base_url: str, model_ids: list[str], timeout_s
         except Exception as exc:
             status, msg = "UNKNOWN", f"{type(exc).__name__}: {exc}"
         if status == "DEPLOY_FAILED":
-            raise ModelNotReady(f"model(s) {model_ids} failed to deploy in Serve app {app_name!r}: {msg}")
+            raise ModelNotReady(f"model(s) {model_ids} failed to deploy in Serve app {app_name!r}: "
+                                f"{engine_error(app_name, msg)}", detail=msg)
         if status == "RUNNING":
             failures = {m: probe_model(base_url, m) for m in model_ids}
             bad = {m: f for m, f in failures.items() if f}
@@ -160,6 +168,72 @@ def wait_app_ready(app_name: str, base_url: str, model_ids: list[str], timeout_s
                 print(f"[serving] replica of {_replica_of(dep, model_ids)} {what} {need}: {elapsed(now - t0)}",
                       flush=True)
         time.sleep(poll_s)
+
+
+# -- why a deploy failed ---------------------------------------------------------------------
+
+# An exception line of a traceback: "ValueError: ...", "vllm.x.EngineDeadError: ...".
+_EXC_LINE = re.compile(r"^\s*((?:[A-Za-z_][\w]*\.)*[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt))(?::\s*(.*))?$")
+# What a replica raises when the real cause is elsewhere: vLLM's engine core dies in a process of
+# its own and prints the cause there ("See root cause above"); Ray wraps the constructor's error.
+_POINTERS = ("root cause above", "Engine core initialization failed", "RayTaskError", "RayActorError",
+             "ActorDiedError", "The actor died")
+
+
+def last_exception(text: str) -> str | None:
+    """The last exception line of ``text`` (a traceback, a log), or None."""
+    found = None
+    for line in text.splitlines():
+        m = _EXC_LINE.match(line)
+        if m:
+            found = f"{m.group(1)}: {m.group(2)}" if m.group(2) else m.group(1)
+    return " ".join(found.split()) if found else None
+
+
+def _is_pointer(line: str) -> bool:
+    return any(p in line for p in _POINTERS)
+
+
+def replica_logs(app_name: str, logs_dir: str | Path | None = None) -> list[Path]:
+    """The worker stderr files of ``app_name``'s replicas in this node's Ray session (each starts
+    with Ray's ``:actor_name:ServeReplica:<app>:<deployment>`` line), oldest first."""
+    if logs_dir is None:
+        try:
+            logs_dir = ray_private.logs_dir()
+        except Exception:  # no Ray session in this process, or the API moved: no log to read
+            return []
+        if logs_dir is None:
+            return []
+    marker = f":actor_name:ServeReplica:{app_name}:".encode()
+    found = []
+    for f in Path(str(logs_dir)).glob("worker-*.err"):
+        try:
+            with f.open("rb") as fh:
+                head = fh.read(4096)
+        except OSError:
+            continue
+        if marker in head:
+            found.append(f)
+    return sorted(found, key=lambda f: f.stat().st_mtime)
+
+
+def engine_error(app_name: str, message: str, logs_dir: str | Path | None = None) -> str:
+    """One line saying why a deploy failed, in the engine's own words: the last exception line of
+    Serve's message, unless it only points elsewhere (vLLM's "See root cause above"): then the
+    last other exception line in the app's replica logs (what vLLM's engine core printed)."""
+    said = last_exception(message)
+    if said is None or _is_pointer(said):
+        for f in reversed(replica_logs(app_name, logs_dir)):
+            try:
+                text = f.read_bytes()[-200_000:].decode("utf-8", "replace")
+            except OSError:
+                continue
+            causes = [c for c in (last_exception(line) for line in text.splitlines()) if c and not _is_pointer(c)]
+            if causes:
+                return f"{causes[-1]} (from the replica's log {f.name}" + (f"; Serve says {said})" if said else ")")
+    if said is not None:
+        return said
+    return " ".join(message.split())[:300] or "no reason given"
 
 
 # -- start ---------------------------------------------------------------------------------

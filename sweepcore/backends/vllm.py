@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from sweepcore.backends.base import Backend, Where
+from sweepcore.model_sections import check_vllm_section
 from sweepcore.placement import stage_gpus
 
 
@@ -19,8 +20,10 @@ class VllmBackend(Backend):
     on_gpus = True
 
     def check(self, model: Mapping[str, Any], where: Where) -> None:
-        if not dict(model.get("vllm") or {}).get("source"):
+        vc = dict(model.get("vllm") or {})
+        if not vc.get("source"):
             raise where.error("vllm.source", "the vllm backend needs vllm.source")
+        check_vllm_section(vc, where.error)
 
     def for_serving(self, serving: Any) -> Backend:
         return STANDIN if serving is not None and bool(serving.standin) else self

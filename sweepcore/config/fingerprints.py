@@ -52,11 +52,29 @@ def _sweep_view(cfg: SweepConfig) -> dict[str, Any]:
 def resolved(cfg: SweepConfig) -> dict[str, Any]:
     """The whole sweep as plain data, with the model/method/benchmark configs it uses."""
     out = _sweep_view(cfg)
-    out["model_configs"] = {m: as_plain(model_config(m)) for m in cfg.models}
+    out["model_configs"] = {m: _model_view(model_config(m)) for m in cfg.models}
     out["method_configs"] = {m: as_plain(method_config(m)) for m in cfg.methods}
     out["benchmark_configs"] = {b: _benchmark_view(benchmark_config(b)) for b in cfg.benchmarks}
     out["harness_versions"] = harness_versions(cfg.methods)
     return out
+
+
+def _model_view(model: Any) -> dict[str, Any]:
+    """A model config as plain data, as hashed: the typed ``vllm.runtime_env`` and
+    ``vllm.placement_group_config`` leave out their empty fields (and the whole section when it
+    asks for nothing), so a model that sets neither keeps the fingerprint it had when both were
+    untyped mappings defaulting to ``{}``."""
+    m = as_plain(model)
+    vc = m.get("vllm")
+    if isinstance(vc, dict):
+        vc = dict(vc)
+        for key in ("runtime_env", "placement_group_config"):
+            sub = {k: v for k, v in dict(vc.get(key) or {}).items() if v not in ({}, [], None)}
+            if key == "placement_group_config" and not (sub.get("bundles") or sub.get("bundle_per_worker")):
+                sub = {}
+            vc[key] = sub
+        m["vllm"] = vc
+    return m
 
 
 def _benchmark_view(bench: BenchmarkConfig) -> dict[str, Any]:
@@ -110,7 +128,7 @@ def item_fingerprinter(cfg: SweepConfig) -> Callable[[str, str, str], str]:
 
     def fingerprint(model: str, method: str, benchmark: str) -> str:
         if model not in models:
-            models[model] = (as_plain(effective_sampling(cfg, model)), as_plain(model_config(model)))
+            models[model] = (as_plain(effective_sampling(cfg, model)), _model_view(model_config(model)))
         if method not in methods:
             # allow_uncontained decides where programs may run, not their outcomes: not in the key
             limits = as_plain(effective_limits(cfg, method))

@@ -23,7 +23,11 @@ OPTIONAL = {
     "coptpy": "solvers",  # the sandbox's solver-model capture and ORLM's footer, when installed
     "gurobipy": "solvers",
     "torch": "gpu",  # cluster/serve/critic_serving.py's reward model; vLLM (the gpu extra) requires both
-    "transformers": "gpu",
+    "transformers": "gpu",  # and evalcore/models/builds.py's GGUF -> safetensors build (the models extra)
+    "gguf": "models",
+    "accelerate": "models",
+    "vllm": "gpu",  # tests/vllm: the vllm tier's engine (vLLM's CPU build in .ci/vllm's environment)
+    "openai": "gpu",  # tests/vllm: `opteval serve` answering the openai client (vLLM requires it)
     "z3": None,  # AutoFormulation's optional equivalence check (pip install z3-solver), find_spec-guarded
 }
 # module -> the declared distribution that requires the one shipping it (its public API)

@@ -74,10 +74,15 @@ def test_failed_deploy_is_noticed_and_torn_down(ray_cluster, monkeypatch):
     broken = {**as_plain(model_config("sim-fast")), "name": "sim-broken",
               "simulated": {"p_correct": "not a number"}}  # the replica's constructor fails
     t0 = time.monotonic()
-    with pytest.raises(ls.ModelNotReady, match="failed to deploy"):
+    with pytest.raises(ls.ModelNotReady, match="failed to deploy") as err:
         sv.deploy_stage([broken], cfg)
     assert time.monotonic() - t0 < 120
     assert sv.simulated_app_name("sim-broken") not in _apps()
+    # one line naming the model and the replica's own exception; Serve's whole message kept aside
+    msg = str(err.value)
+    assert "\n" not in msg and "sim-broken" in msg, msg
+    cause = ls.last_exception(err.value.detail)
+    assert cause and cause in msg and len(err.value.detail) > len(cause), (msg, err.value.detail[-500:])
 
 
 @ray.remote(num_cpus=0)

@@ -157,15 +157,29 @@ def test_stage_deployments_and_autoscaling():
     assert big["request_router_class"] == ls.PREFIX_ROUTER_CLASS
 
 
-def test_build_app_uses_ray_serve_llm_or_names_the_gpu_extra():
+def test_build_app_uses_ray_serve_llm_or_names_the_gpu_extra(monkeypatch):
+    """Build only: never starts or joins a Ray cluster, with or without vLLM."""
+    import ray
+
+    was_up = ray.is_initialized()
     models = [_cfg("Qwen3-0.6B"), _cfg("Qwen3.5-0.8B")]
     if not HAVE_VLLM:
         with pytest.raises(ls.VLLMNotInstalled, match=r"pip install -e '\.\[gpu\]'"):
             ls.build_llm_app(models, ServingSection(prefix_cache_routing=True))
+        assert ray.is_initialized() == was_up
         return
     print("vLLM present: building the real ray.serve.llm application")
+    # Ray's LLMServer.get_deployment_options merges the driver's runtime env, read with
+    # ray.get_runtime_context(), whose first use starts (or joins) a cluster: the driver here has
+    # none (an empty runtime env), and Ray's auto-connect is off, so nothing can start one.
+    import ray._private.auto_init_hook as auto_init
+
+    monkeypatch.setattr(auto_init, "enable_auto_connect", False)
+    if not was_up:
+        monkeypatch.setattr(ray, "get_runtime_context", lambda: type("NoCluster", (), {"runtime_env": {}})())
     app = ls.build_llm_app(models, ServingSection(prefix_cache_routing=True))
     built = ls.describe_built_app(app)
+    assert ray.is_initialized() == was_up  # built without a cluster
     want = ls.stage_deployments(models, ServingSection(prefix_cache_routing=True))
     assert set(built) == set(want)
     for name, w in want.items():
