@@ -44,6 +44,9 @@ def configs_dir(tmp_path_factory) -> Path:
     return d
 
 
+SERVE_WARNING_S = 5  # the session cluster's RAY_SERVE_SLOW_STARTUP_WARNING_S (Ray's default: 30)
+
+
 @pytest.fixture(scope="session")
 def ray_cluster():
     """(gcs address, serve http port) of the session's local Ray."""
@@ -52,6 +55,11 @@ def ray_cluster():
     from cluster.runtime import connect
 
     os.environ["RAY_AUTH_MODE"] = "disabled"
+    # Serve's slow-start / "to be scheduled" warnings after SERVE_WARNING_S instead of its 30 s:
+    # every replica of the session that is slow to start shows them (readiness must wait through
+    # them, tests/cluster/test_readiness_waits.py) without each such test sleeping past 30 s.
+    os.environ["RAY_SERVE_SLOW_STARTUP_WARNING_S"] = str(SERVE_WARNING_S)
+    os.environ["RAY_SERVE_SLOW_STARTUP_WARNING_PERIOD_S"] = str(SERVE_WARNING_S)
     connect(None, num_cpus=2)
     port = free_port()
     from cluster.serve.serving import ensure_serve

@@ -1,6 +1,8 @@
-"""Readiness on a slow or growing cluster, on the real local Ray + Serve: Serve's 30 s "to be
+"""Readiness on a slow or growing cluster, on the real local Ray + Serve: Serve's "to be
 scheduled" / "taken more than 30s to initialize" warnings are waited through (with a progress
-line), and only a replica that no node could ever hold is refused -- within seconds."""
+line), and only a replica that no node could ever hold is refused -- within seconds. The session
+cluster has Serve warn after SERVE_WARNING_S (tests/cluster/conftest.py) rather than 30 s, so the
+replicas here stay slow past the warning without each test sleeping half a minute."""
 from __future__ import annotations
 
 import time
@@ -12,6 +14,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 
 from cluster.serve import serve_apps as sa
+from tests.cluster.conftest import SERVE_WARNING_S
 
 pytestmark = pytest.mark.ray
 
@@ -35,12 +38,12 @@ def _deploy(app: str, target) -> None:
 def test_constructor_slower_than_serves_warning_becomes_ready(ray_cluster, capsys):
     _, port = ray_cluster
     app = "ready-slow-init"
-    _deploy(app, Answers.bind(35.0))  # type: ignore[attr-defined]  # serve.deployment's stub returns the class
+    _deploy(app, Answers.bind(SERVE_WARNING_S + 8.0))  # type: ignore[attr-defined]  # the stub returns the class
     try:
         t0 = time.monotonic()
         sa.wait_app_ready(app, f"http://127.0.0.1:{port}/{app}", ["slow-model"], 300.0, poll_s=1.0,
-                          progress_s=10.0)
-        assert time.monotonic() - t0 >= 30  # past Serve's SLOW_STARTUP_WARNING_S
+                          progress_s=2.0)
+        assert time.monotonic() - t0 >= SERVE_WARNING_S + 2  # past Serve's slow-start warning
     finally:
         sa.teardown(app)
     out = capsys.readouterr().out
@@ -67,13 +70,14 @@ def test_replica_waiting_for_a_held_resource_is_waited_for(ray_cluster, capsys):
     app = "ready-held-resource"
     _deploy(app, Answers.options(ray_actor_options={"num_cpus": 0,  # type: ignore[attr-defined]
                                                     "resources": {"opteval_executor": 1}}).bind(0.0))
-    release_at = time.monotonic() + 40
+    hold_s = SERVE_WARNING_S + 10  # Serve says "to be scheduled" meanwhile
     try:
         import threading
 
-        threading.Timer(40, lambda: ray.kill(holder)).start()
+        release_at = time.monotonic() + hold_s
+        threading.Timer(hold_s, lambda: ray.kill(holder)).start()
         sa.wait_app_ready(app, f"http://127.0.0.1:{port}/{app}", ["held-model"], 300.0, poll_s=1.0,
-                          progress_s=10.0)
+                          progress_s=2.0)
         assert time.monotonic() >= release_at - 1
     finally:
         ray.kill(holder)
