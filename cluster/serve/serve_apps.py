@@ -268,6 +268,9 @@ def start_serve(host: str, port: int, logging_config: Any = None, attempts: int 
 # -- teardown -----------------------------------------------------------------------------
 
 
+TEARDOWN_WAIT_S = 30.0  # how long teardown waits for the killed prefix-tree actors to be gone
+
+
 def prefix_tree_actors(app_name: str) -> list[tuple[str, str]]:
     """(name, namespace) of the prefix router's detached actors that belong to ``app_name``."""
     import ray
@@ -291,3 +294,8 @@ def teardown(app_name: str = LLM_APP_NAME) -> None:
                 ray.kill(ray.get_actor(name, namespace=ns), no_restart=True)
             except ValueError:  # already gone
                 pass
+        # ray.kill only asks: the name stays registered (and the actor holds its CPU) until the
+        # GCS sees it dead, so wait, briefly, for torn down to mean gone
+        deadline = time.monotonic() + TEARDOWN_WAIT_S
+        while prefix_tree_actors(app_name) and time.monotonic() < deadline:
+            time.sleep(0.2)
