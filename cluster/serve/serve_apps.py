@@ -20,6 +20,10 @@ SERVE_NAMESPACE = "serve"
 QUIET_LOGS = {"log_level": "WARNING", "enable_access_log": False}
 PREFIX_TREE_ACTOR = "LlmPrefixTreeActor"  # Ray's name for the prefix router's detached actor
 SERVER_PREFIX = "LLMServer:"
+# how often readiness asks whether a pending replica could ever be placed (a GCS read): a replica's
+# request shows up a moment after the deploy, so the first look often sees none
+UNPLACEABLE_CHECK_S = 2.0
+TEARDOWN_WAIT_S = 30.0  # how long teardown waits for the killed prefix-tree actors to be gone
 
 
 class ModelNotReady(TimeoutError):
@@ -155,7 +159,7 @@ def wait_app_ready(app_name: str, base_url: str, model_ids: list[str], timeout_s
         else:
             if status == "DEPLOYING" and time.monotonic() >= next_check:  # nodes may join or leave
                 needs = refuse_unplaceable(app_name, model_ids) or needs
-                next_check = time.monotonic() + 10.0
+                next_check = time.monotonic() + UNPLACEABLE_CHECK_S
             last = f"app {status}" + (f": {msg}" if msg else "")
         now = time.monotonic()
         if now >= deadline:
@@ -268,7 +272,6 @@ def start_serve(host: str, port: int, logging_config: Any = None, attempts: int 
 # -- teardown -----------------------------------------------------------------------------
 
 
-TEARDOWN_WAIT_S = 30.0  # how long teardown waits for the killed prefix-tree actors to be gone
 
 
 def prefix_tree_actors(app_name: str) -> list[tuple[str, str]]:

@@ -19,7 +19,8 @@ from tests.cluster.conftest import SERVE_WARNING_S
 pytestmark = pytest.mark.ray
 
 
-@serve.deployment(ray_actor_options={"num_cpus": 0})
+# a replica that never started needs no graceful shutdown (Serve waits 20 s by default on delete)
+@serve.deployment(ray_actor_options={"num_cpus": 0}, graceful_shutdown_timeout_s=1)
 class Answers:
     """Answers the 1-token probe after an optional slow constructor."""
 
