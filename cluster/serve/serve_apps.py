@@ -272,8 +272,6 @@ def start_serve(host: str, port: int, logging_config: Any = None, attempts: int 
 # -- teardown -----------------------------------------------------------------------------
 
 
-
-
 def prefix_tree_actors(app_name: str) -> list[tuple[str, str]]:
     """(name, namespace) of the prefix router's detached actors that belong to ``app_name``."""
     import ray
