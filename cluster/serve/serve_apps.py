@@ -24,6 +24,11 @@ SERVER_PREFIX = "LLMServer:"
 # request shows up a moment after the deploy, so the first look often sees none
 UNPLACEABLE_CHECK_S = 2.0
 TEARDOWN_WAIT_S = 30.0  # how long teardown waits for the killed prefix-tree actors to be gone
+# Ray gives Serve's HTTP proxy a fixed 60 s to come up (serve.start's TimeoutError); on a busy
+# machine it takes longer while the controller keeps starting it. How long to wait beyond that.
+PROXY_WAIT_ENV = "OPTEVAL_SERVE_PROXY_WAIT_S"
+PROXY_WAIT_S = 600.0
+PROXY_POLL_S = 2.0
 
 
 class ModelNotReady(TimeoutError):
@@ -243,19 +248,63 @@ def engine_error(app_name: str, message: str, logs_dir: str | Path | None = None
 # -- start ---------------------------------------------------------------------------------
 
 
+def proxy_wait_s() -> float:
+    """How long start-up waits for Serve's HTTP proxies after Ray's own 60 s ($OPTEVAL_SERVE_PROXY_WAIT_S)."""
+    import os
+
+    from sweepcore.config_errors import ConfigError
+
+    raw = os.environ.get(PROXY_WAIT_ENV, "")
+    try:
+        return float(raw) if raw.strip() else PROXY_WAIT_S
+    except ValueError:
+        raise ConfigError(f"${PROXY_WAIT_ENV}={raw!r}: expected a number of seconds") from None
+
+
+def wait_proxies_healthy(wait_s: float, poll_s: float = PROXY_POLL_S) -> tuple[bool, dict[str, str]]:
+    """Poll ``serve.status().proxies`` until every proxy is HEALTHY or ``wait_s`` passes.
+    Returns (healthy, last statuses by node); a proxy the controller restarts shows up again."""
+    from ray import serve
+    from ray.serve.schema import ProxyStatus
+
+    deadline = time.monotonic() + wait_s
+    seen: dict[str, str] = {}
+    while True:
+        proxies = serve.status().proxies
+        seen = {str(node)[:12]: _status_value(st) for node, st in proxies.items()}
+        if proxies and all(_status_value(st) == ProxyStatus.HEALTHY.value for st in proxies.values()):
+            return True, seen
+        if time.monotonic() >= deadline:
+            return False, seen
+        time.sleep(poll_s)
+
+
 def start_serve(host: str, port: int, logging_config: Any = None, attempts: int = 3) -> None:
-    """``serve.start``, retried when its controller or proxy dies while starting: on a loaded
-    machine the controller kills a proxy that misses its health checks and ``serve.start``
-    raises ``ActorDiedError``. After ``attempts``: ``RayStartupError`` (exit 5, one line)."""
+    """``serve.start`` that survives a busy machine, where two things go wrong while it starts:
+    the controller kills a proxy that misses its health checks (``ActorDiedError``: shut down and
+    retried, ``attempts`` times), and the proxy takes longer than the 60 s Ray waits for it
+    (``TimeoutError``: the controller is up and still starting it, so wait for it to report
+    HEALTHY, up to :func:`proxy_wait_s` more). Either way out: ``RayStartupError`` (exit 5, one line)."""
     from ray import serve
     from ray.exceptions import RayActorError
 
     from cluster.runtime import RayStartupError
 
+    wait_s = proxy_wait_s()  # a bad setting fails before anything starts
     for i in range(attempts):
         try:
             serve.start(http_options={"host": host, "port": int(port)}, logging_config=logging_config)
             return
+        except TimeoutError as exc:
+            print(f"[serving] Serve's HTTP proxy is not up after Ray's 60 s ({exc}); the machine is busy: "
+                  f"waiting up to {wait_s:.0f} s more (${PROXY_WAIT_ENV})", flush=True)
+            healthy, seen = wait_proxies_healthy(wait_s)
+            if healthy:
+                print("[serving] Serve's HTTP proxy is up", flush=True)
+                return
+            states = ", ".join(f"{node}: {st}" for node, st in sorted(seen.items())) or "none started"
+            raise RayStartupError(f"Serve's HTTP proxy was not up {60 + wait_s:.0f} s after serve.start "
+                                  f"(proxies {states}); on a busy machine raise ${PROXY_WAIT_ENV}") from None
         except RayActorError as exc:
             if i + 1 >= attempts:
                 raise RayStartupError(f"Serve did not start after {attempts} attempts (last: {type(exc).__name__}: "
