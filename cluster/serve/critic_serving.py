@@ -31,6 +31,8 @@ from ray import serve
 from starlette.requests import Request
 from starlette.responses import Response
 
+from cluster.serve.serve_apps import start_serve  # waits out a slow proxy on a busy machine
+
 CRITIC_APP = "opteval-critic"
 ROUTE = "/critic"
 QUIET_LOGS = {"log_level": "WARNING", "enable_access_log": False}
@@ -125,7 +127,7 @@ def deploy_critic(source: str, http_port: int, route: str = ROUTE, replicas: int
                   max_length: int = 4096, scorer: str | Callable[..., Any] | None = None,
                   app_name: str = CRITIC_APP) -> str:
     """Deploy the reward model on the running Ray cluster's Serve; returns the URL to POST to."""
-    serve.start(http_options={"host": "0.0.0.0", "port": int(http_port)}, logging_config=QUIET_LOGS)
+    start_serve("0.0.0.0", int(http_port), QUIET_LOGS)
     options: dict[str, Any] = {"num_replicas": max(1, int(replicas))}
     if num_gpus:
         options["ray_actor_options"] = {"num_cpus": 0, "num_gpus": float(num_gpus)}
