@@ -44,7 +44,7 @@ def configs_dir(tmp_path_factory) -> Path:
     return d
 
 
-SERVE_WARNING_S = 5  # the session cluster's RAY_SERVE_SLOW_STARTUP_WARNING_S (Ray's default: 30)
+SERVE_WARNING_S = 3  # the session cluster's RAY_SERVE_SLOW_STARTUP_WARNING_S (Ray's default: 30)
 
 
 @pytest.fixture(scope="session")

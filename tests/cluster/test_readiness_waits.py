@@ -39,7 +39,7 @@ def _deploy(app: str, target) -> None:
 def test_constructor_slower_than_serves_warning_becomes_ready(ray_cluster, capsys):
     _, port = ray_cluster
     app = "ready-slow-init"
-    _deploy(app, Answers.bind(SERVE_WARNING_S + 8.0))  # type: ignore[attr-defined]  # the stub returns the class
+    _deploy(app, Answers.bind(SERVE_WARNING_S + 6.0))  # type: ignore[attr-defined]  # the stub returns the class
     try:
         t0 = time.monotonic()
         sa.wait_app_ready(app, f"http://127.0.0.1:{port}/{app}", ["slow-model"], 300.0, poll_s=1.0,
@@ -71,7 +71,7 @@ def test_replica_waiting_for_a_held_resource_is_waited_for(ray_cluster, capsys):
     app = "ready-held-resource"
     _deploy(app, Answers.options(ray_actor_options={"num_cpus": 0,  # type: ignore[attr-defined]
                                                     "resources": {"opteval_executor": 1}}).bind(0.0))
-    hold_s = SERVE_WARNING_S + 10  # Serve says "to be scheduled" meanwhile
+    hold_s = SERVE_WARNING_S + 7  # Serve says "to be scheduled" meanwhile
     try:
         import threading
 
