@@ -14,7 +14,9 @@ from __future__ import annotations
 import ast
 import json
 import re
-from typing import Any
+from collections.abc import Mapping
+from dataclasses import fields
+from typing import Any, TypeVar
 
 from evalcore.harnesses._common import Meter, exec_record, load_prompt, render, system_prompt
 from evalcore.harnesses.base import HarnessContext
@@ -153,3 +155,17 @@ class Baseline(TrajectoryHarness):
         else:
             traj.submission = None
             traj.status = STATUS_NO_SUBMISSION
+
+
+_P = TypeVar("_P")
+
+
+def params_from(cls: type[_P], cfg: Mapping[str, Any] | None) -> _P:
+    """``cls`` (a dataclass of a harness's ``params:``) from the method YAML's section; an unknown
+    key is an error naming ``params`` and the known keys. Each caller checks its values' types."""
+    cfg = dict(cfg or {})
+    known = [f.name for f in fields(cls)]  # type: ignore[arg-type]  # a dataclass type
+    unknown = sorted(set(cfg) - set(known))
+    if unknown:
+        raise ValueError(f"params: unknown key(s) {unknown}; known {known}")
+    return cls(**cfg)

@@ -33,7 +33,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
-from evalcore.harnesses._baseline import PULP_FOOTER, Baseline, json_object, python_code, run_succeeded, to_sympy
+from evalcore.harnesses._baseline import PULP_FOOTER, Baseline, json_object, params_from, python_code, run_succeeded, to_sympy
 from evalcore.harnesses._common import BudgetSpent, Meter
 from evalcore.harnesses.base import HarnessContext
 from evalcore.harnesses.registry import register_harness
@@ -206,13 +206,8 @@ class SearchParams:
     @classmethod
     def from_config(cls, cfg: Mapping[str, Any] | None) -> SearchParams:
         """Validated parameters; an unknown key or a bad value is an error naming ``params.<key>``."""
-        cfg = dict(cfg or {})
-        known = [f.name for f in fields(cls)]
-        unknown = sorted(set(cfg) - set(known))
-        if unknown:
-            raise ValueError(f"params: unknown key(s) {unknown}; known {known}")
-        out = cls(**cfg)
-        for name in known:
+        out = params_from(cls, cfg)
+        for name in (f.name for f in fields(cls)):
             v = getattr(out, name)
             if not isinstance(v, int) or isinstance(v, bool) or v < 1:
                 raise ValueError(f"params.{name} must be an integer >= 1, got {v!r}")

@@ -32,7 +32,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
-from evalcore.harnesses._baseline import PULP_FOOTER, Baseline, feedback, json_object, python_code
+from evalcore.harnesses._baseline import PULP_FOOTER, Baseline, feedback, json_object, params_from, python_code
 from evalcore.harnesses._common import Meter
 from evalcore.harnesses.base import HarnessContext
 from evalcore.harnesses.registry import register_harness
@@ -100,13 +100,8 @@ class PipelineParams:
     @classmethod
     def from_config(cls, cfg: Mapping[str, Any] | None) -> PipelineParams:
         """Validated parameters; an unknown key or a bad value is an error naming ``params.<key>``."""
-        cfg = dict(cfg or {})
-        known = [f.name for f in fields(cls)]
-        unknown = sorted(set(cfg) - set(known))
-        if unknown:
-            raise ValueError(f"params: unknown key(s) {unknown}; known {known}")
-        out = cls(**cfg)
-        for name in known:
+        out = params_from(cls, cfg)
+        for name in (f.name for f in fields(cls)):
             if not isinstance(getattr(out, name), bool):
                 raise ValueError(f"params.{name} must be true or false, got {getattr(out, name)!r}")
         return out

@@ -19,6 +19,7 @@ from typing import Any
 import pandas as pd
 
 from evalcore.metrics import macro
+from evalcore.reporting.frame import number
 from evalcore.reporting.paper_costs import BACKBONE, OPTICYCLE_TOKENS_K, REFERENCE, SOURCE, paper_tokens
 
 COLUMNS = ["model", "method", "trajectories", "calls", "prompt_tokens", "completion_tokens", "tokens",
@@ -26,20 +27,10 @@ COLUMNS = ["model", "method", "trajectories", "calls", "prompt_tokens", "complet
 STATUS_ERROR = "error"
 
 
-def _num(v: Any) -> float | None:
-    if v is None:
-        return None
-    try:
-        x = float(v)
-    except (TypeError, ValueError):
-        return None
-    return None if math.isnan(x) else x
-
-
 def _macro_of_means(g: pd.DataFrame, col: str, benches: list[str]) -> float | None:
     means = {}
     for b in benches:
-        vals = [x for x in (_num(v) for v in g.loc[g["benchmark"] == b, col]) if x is not None]
+        vals = [x for x in (number(v) for v in g.loc[g["benchmark"] == b, col]) if x is not None]
         if not vals:
             return None
         means[b] = sum(vals) / len(vals)
@@ -55,11 +46,11 @@ def scored_rows(traj: pd.DataFrame) -> pd.DataFrame:
     if "status" in t.columns:
         t = t[t["status"] != STATUS_ERROR]
     t = t.copy()
-    both = [(_num(p) is not None and _num(c) is not None) for p, c in zip(t["prompt_tokens"], t["completion_tokens"])]
-    t["tokens"] = [(_num(p) or 0.0) + (_num(c) or 0.0) if ok else None
+    both = [(number(p) is not None and number(c) is not None) for p, c in zip(t["prompt_tokens"], t["completion_tokens"])]
+    t["tokens"] = [(number(p) or 0.0) + (number(c) or 0.0) if ok else None
                    for p, c, ok in zip(t["prompt_tokens"], t["completion_tokens"], both)]
-    t["prompt_tokens"] = [_num(p) if ok else None for p, ok in zip(t["prompt_tokens"], both)]
-    t["completion_tokens"] = [_num(c) if ok else None for c, ok in zip(t["completion_tokens"], both)]
+    t["prompt_tokens"] = [number(p) if ok else None for p, ok in zip(t["prompt_tokens"], both)]
+    t["completion_tokens"] = [number(c) if ok else None for c, ok in zip(t["completion_tokens"], both)]
     return t
 
 
@@ -114,12 +105,12 @@ def allowance_band(table: pd.DataFrame, reference_tokens: float = 1000 * OPTICYC
         ref = g[g["method"] == REFERENCE]
         if not len(ref):
             continue
-        t_oc, c_oc = _num(ref["tokens"].iloc[0]), _num(ref["calls"].iloc[0])
+        t_oc, c_oc = number(ref["tokens"].iloc[0]), number(ref["calls"].iloc[0])
         if t_oc is None or not c_oc or t_oc >= reference_tokens:
             continue
         r_max = (reference_tokens - t_oc) / c_oc
         for r in g.to_dict("records"):
-            t, c = _num(r["tokens"]), _num(r["calls"])
+            t, c = number(r["tokens"]), number(r["calls"])
             if t is None or c is None:
                 continue
             lo, hi = sorted((t / t_oc, (t + c * r_max) / reference_tokens))
@@ -161,7 +152,7 @@ def cost_markdown(table: pd.DataFrame) -> str:
 
 
 def _fmt(v: Any, spec: str) -> str:
-    x = _num(v)
+    x = number(v)
     return "—" if x is None else spec.format(x)
 
 

@@ -69,6 +69,17 @@ def _nn(v: Any) -> Any:
     return v
 
 
+def number(v: Any) -> float | None:
+    """A cell as a float; None for a null, NaN or anything that is not a number (pd.NA included)."""
+    if v is None:
+        return None
+    try:
+        x = float(v)
+    except (TypeError, ValueError):
+        return None
+    return None if math.isnan(x) else x
+
+
 def _loads(text: Any) -> list[Any]:
     text = _nn(text)
     if not text:

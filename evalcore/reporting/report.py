@@ -11,7 +11,6 @@ Table 1 as ``tables/table1.md`` and PNG plots under
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,7 +23,7 @@ from evalcore.grading import DEFAULT_PROFILE, get_profile
 from evalcore.problems import AnswerKey
 from evalcore.protocols import protocol_notes
 from evalcore.reporting import analysis, costs, difficulty, plots, sampling, table1
-from evalcore.reporting.frame import PROFILE_NAMES, _loads, prepare
+from evalcore.reporting.frame import PROFILE_NAMES, _loads, number, prepare
 from evalcore.reporting.intervals import BootstrapSpec, cell_intervals, with_intervals
 from evalcore.reporting.semopt import SemoptReport, semopt_report
 from evalcore.reporting.tables import (
@@ -259,24 +258,14 @@ def grading_statement(profile: str) -> str:
     return text
 
 
-def _f(v: Any) -> float | None:
-    if v is None:
-        return None
-    try:
-        x = float(v)
-    except (TypeError, ValueError):
-        return None
-    return None if math.isnan(x) else x
-
-
 def _summary_records(self: Report) -> list[dict[str, Any]]:
     s = self.summary
     recs: list[dict[str, Any]] = []
     for r in s.to_dict("records"):
         recs.append({"model": r["model"], "method": r["method"], "benchmark": r["benchmark"],
                      "n_problems": int(r.get("n_problems") or 0), "n_planned": int(r["planned"]),
-                     "correct": int(r["correct"]), "accuracy": _f(r.get("avg")),
-                     "ci_low": _f(r.get("ci_low")), "ci_high": _f(r.get("ci_high")),
+                     "correct": int(r["correct"]), "accuracy": number(r.get("avg")),
+                     "ci_low": number(r.get("ci_low")), "ci_high": number(r.get("ci_high")),
                      "missing": int(r["missing"]) + int(r.get("errors") or 0),
                      **{c: int(r.get(c) or 0) for c in FINISH_COLUMNS},
                      "simulated": bool(r.get("simulated", False))})
@@ -285,8 +274,8 @@ def _summary_records(self: Report) -> list[dict[str, Any]]:
         recs.append({"model": r["model"], "method": r["method"], "benchmark": MACRO,
                      "n_problems": int(g["n_problems"].fillna(0).sum()) if "n_problems" in g.columns else 0,
                      "n_planned": int(g["planned"].sum()), "correct": int(g["correct"].sum()),
-                     "accuracy": _f(r.get(MACRO)), "ci_low": _f(r.get(f"{MACRO}:low")),
-                     "ci_high": _f(r.get(f"{MACRO}:high")),
+                     "accuracy": number(r.get(MACRO)), "ci_low": number(r.get(f"{MACRO}:low")),
+                     "ci_high": number(r.get(f"{MACRO}:high")),
                      "missing": int(g["missing"].sum()) + int(g["errors"].fillna(0).sum()),
                      **{c: int(g[c].fillna(0).sum()) if c in g.columns else 0 for c in FINISH_COLUMNS},
                      "simulated": bool(r.get("simulated", False)), "n_benchmarks": int(len(g))})
