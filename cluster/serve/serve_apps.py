@@ -6,6 +6,7 @@ A leaf of the serving modules: ``cluster.serve.serving`` (simulated apps, stand-
 """
 from __future__ import annotations
 
+import os
 import re
 import time
 from pathlib import Path
@@ -13,6 +14,7 @@ from typing import Any
 
 from cluster import ray_private
 from cluster.runtime import PlacementError
+from sweepcore.config_errors import ConfigError
 
 LLM_APP_NAME = "opteval-llm"  # the one ray.serve.llm application of a stage
 SERVE_NAMESPACE = "serve"
@@ -24,8 +26,9 @@ SERVER_PREFIX = "LLMServer:"
 # request shows up a moment after the deploy, so the first look often sees none
 UNPLACEABLE_CHECK_S = 2.0
 TEARDOWN_WAIT_S = 30.0  # how long teardown waits for the killed prefix-tree actors to be gone
-# Ray gives Serve's HTTP proxy a fixed 60 s to come up (serve.start's TimeoutError); on a busy
-# machine it takes longer while the controller keeps starting it. How long to wait beyond that.
+# Ray gives Serve's HTTP proxy a fixed 60 s to come up (serve.start's TimeoutError; Ray's private
+# HTTP_PROXY_TIMEOUT); on a busy machine it takes longer while the controller keeps starting it.
+RAY_PROXY_TIMEOUT_S = 60
 PROXY_WAIT_ENV = "OPTEVAL_SERVE_PROXY_WAIT_S"
 PROXY_WAIT_S = 600.0
 PROXY_POLL_S = 2.0
@@ -250,10 +253,6 @@ def engine_error(app_name: str, message: str, logs_dir: str | Path | None = None
 
 def proxy_wait_s() -> float:
     """How long start-up waits for Serve's HTTP proxies after Ray's own 60 s ($OPTEVAL_SERVE_PROXY_WAIT_S)."""
-    import os
-
-    from sweepcore.config_errors import ConfigError
-
     raw = os.environ.get(PROXY_WAIT_ENV, "")
     try:
         return float(raw) if raw.strip() else PROXY_WAIT_S
@@ -296,14 +295,14 @@ def start_serve(host: str, port: int, logging_config: Any = None, attempts: int 
             serve.start(http_options={"host": host, "port": int(port)}, logging_config=logging_config)
             return
         except TimeoutError as exc:
-            print(f"[serving] Serve's HTTP proxy is not up after Ray's 60 s ({exc}); the machine is busy: "
+            print(f"[serving] Serve's HTTP proxy is not up after Ray's {RAY_PROXY_TIMEOUT_S} s ({exc}); the machine is busy: "
                   f"waiting up to {wait_s:.0f} s more (${PROXY_WAIT_ENV})", flush=True)
             healthy, seen = wait_proxies_healthy(wait_s)
             if healthy:
                 print("[serving] Serve's HTTP proxy is up", flush=True)
                 return
             states = ", ".join(f"{node}: {st}" for node, st in sorted(seen.items())) or "none started"
-            raise RayStartupError(f"Serve's HTTP proxy was not up {60 + wait_s:.0f} s after serve.start "
+            raise RayStartupError(f"Serve's HTTP proxy was not up {RAY_PROXY_TIMEOUT_S + wait_s:.0f} s after serve.start "
                                   f"(proxies {states}); on a busy machine raise ${PROXY_WAIT_ENV}") from None
         except RayActorError as exc:
             if i + 1 >= attempts:
