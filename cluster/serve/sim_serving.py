@@ -178,13 +178,14 @@ class StandinIngress:
         return Response(body, status_code=status, media_type="application/json")
 
 
-def standin_app(placements: list[dict[str, Any]], ingress_options: dict[str, Any]) -> Any:
+def standin_app(placements: list[dict[str, Any]], ingress_options: dict[str, Any], ttft_s: float = 0.0) -> Any:
     """The stand-in stage app: one ``StandinServer`` per model with its real replica's
     placement (``sweepcore.placement.placement`` dicts plus ``max_ongoing_requests``) behind one ingress
-    with the real ingress's options."""
+    with the real ingress's options. ``ttft_s`` (``serving.standin_ttft_s``) delays every answer as a
+    real replica would: a rehearsal of the schedule's order needs calls that take time."""
     servers = {}
     for pl in placements:
-        sim_cfg = {"name": pl["model"], "backend": "simulated", "simulated": {}}
+        sim_cfg = {"name": pl["model"], "backend": "simulated", "simulated": {"ttft_s": float(ttft_s)}}
         servers[pl["model"]] = StandinServer.options(  # type: ignore[attr-defined]
             name=server_deployment_name(pl["model"]), num_replicas=int(pl["replicas"]),
             placement_group_bundles=[dict(b) for b in pl["bundles"]], placement_group_strategy=pl["strategy"],

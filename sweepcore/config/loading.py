@@ -141,7 +141,8 @@ def _check_ranges(node: DictConfig) -> None:
                      "cluster.max_in_flight_per_model", "cluster.trajectory_timeout_s",
                      "serving.ready_timeout_s", "serving.request_timeout_s", "progress.interval_s",
                      "tracking.timeout_s"])
-    _positive(node, ["serving.cpus_per_gpu", "serving.ingress_cpus", "tracking.traces_per_cell"], zero_ok=True)
+    _positive(node, ["serving.cpus_per_gpu", "serving.ingress_cpus", "serving.standin_ttft_s",
+                     "tracking.traces_per_cell"], zero_ok=True)
     _positive(node, ["limit_problems", "cluster.executors"], nullable=True)
     _positive(node, ["sampling.temperature", "sampling.base_seed", "cluster.retries",
                      "cluster.retry_backoff_s", "cluster.sandbox_pool"], zero_ok=True)

@@ -88,6 +88,7 @@ class ServingSection:
     cpus_per_gpu: float = 1.0
     ingress_cpus: float = 1.0
     standin: bool = False
+    standin_ttft_s: float = 0.0
     route: str = "handle"
 
 

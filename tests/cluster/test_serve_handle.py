@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from typing import Any
 
 import pytest
@@ -163,9 +164,17 @@ def test_a_bad_route_is_a_config_error_naming_the_key(tmp_path):
         load_config([f"sweep.output_dir={tmp_path}", "serving.route=carrier-pigeon"])
 
 
+def test_a_negative_standin_latency_is_a_config_error_naming_the_key(tmp_path):
+    from sweepcore.config import ConfigError
+
+    with pytest.raises(ConfigError, match=r"serving.standin_ttft_s"):
+        load_config([f"sweep.output_dir={tmp_path}", "serving.standin_ttft_s=-0.5"])
+
+
 def test_a_standin_replica_answers_the_same_through_its_handle(ray_cluster):
     """serving.standin: the handle goes to the model's StandinServer (the name ray.serve.llm
-    gives its LLMServer), past the ingress; it answers what the ingress answers over HTTP."""
+    gives its LLMServer), past the ingress; it answers what the ingress answers over HTTP, each
+    answer after serving.standin_ttft_s as a real replica's would take time."""
     from types import SimpleNamespace
 
     from ray import serve
@@ -180,7 +189,7 @@ def test_a_standin_replica_answers_the_same_through_its_handle(ray_cluster):
     _, port = ray_cluster
     app, model = "opteval-test-standin", "stand-in-m"
     placement = {"model": model, "replicas": 1, "bundles": [{"CPU": 0.01}], "strategy": "PACK"}
-    serve.run(standin_app([placement], {}), name=app, route_prefix="/standin-test")
+    serve.run(standin_app([placement], {}, ttft_s=0.4), name=app, route_prefix="/standin-test")
     try:
         base = Endpoint(name=model, base_url=f"http://127.0.0.1:{port}/standin-test/v1", model_id=model,
                         simulated=True, api_key_env="", app_name=app)
@@ -197,7 +206,9 @@ def test_a_standin_replica_answers_the_same_through_its_handle(ray_cluster):
         async def both() -> list[Any]:
             return [await m.chat(messages, Sampling(), 42, meta) for m in (http, handle_client(ep))]
 
+        t0 = time.monotonic()
         a, b = asyncio.run(both())
+        assert time.monotonic() - t0 >= 2 * 0.4  # two answers, each held for the stand-in's ttft
         assert a.text and a.simulated and b.simulated
         assert (a.text, a.finish_reason, a.usage) == (b.text, b.finish_reason, b.usage)
     finally:
