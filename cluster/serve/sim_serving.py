@@ -77,10 +77,15 @@ def _error(status: int, message: str, param: str | None = None) -> Response:
 
 
 CHAT_PATH = "/v1/chat/completions"
+# How often a replica being torn down checks that its requests have drained (Serve's default:
+# 2 s, so every teardown of an idle model took 2 s or more). A model is torn down once its work
+# is done, so there is nothing to drain; graceful_shutdown_timeout_s (20 s) still bounds a drain.
+DRAIN_CHECK_S = 0.2
 MODELS_PATH = "/v1/models"
 
 
-@serve.deployment(ray_actor_options={"num_cpus": 0}, max_ongoing_requests=1024)
+@serve.deployment(ray_actor_options={"num_cpus": 0}, max_ongoing_requests=1024,
+                  graceful_shutdown_wait_loop_s=DRAIN_CHECK_S)
 class SimulatedOpenAI:
     """``POST /v1/chat/completions`` and ``GET /v1/models`` over ``SimulatedModel.chat``.
 
@@ -138,7 +143,7 @@ class SimulatedOpenAI:
 # -- stand-ins: the placement of a vLLM stage, answered by the simulated policy ----------
 
 
-@serve.deployment(ray_actor_options={"num_cpus": 0})
+@serve.deployment(ray_actor_options={"num_cpus": 0}, graceful_shutdown_wait_loop_s=DRAIN_CHECK_S)
 class StandinServer:
     """One model's stand-in replica: placed with the real replica's bundles and strategy
     (``sweepcore.placement.placement``), answering with the simulated policy (marked simulated)."""
@@ -152,7 +157,7 @@ class StandinServer:
         return r.status_code, bytes(r.body)
 
 
-@serve.deployment(max_ongoing_requests=1000)
+@serve.deployment(max_ongoing_requests=1000, graceful_shutdown_wait_loop_s=DRAIN_CHECK_S)
 class StandinIngress:
     """Routes ``/v1/chat/completions`` by the body's ``model`` like Ray's ``OpenAiIngress``."""
 
