@@ -22,7 +22,7 @@ import pandas as pd
 
 from evalcore.finish_reasons import with_counts
 from evalcore.metrics import macro, summarize
-from evalcore.reporting.frame import GROUP, Prepared
+from evalcore.reporting.frame import GROUP, Prepared, number
 from evalcore.reporting.intervals import BootstrapSpec, cell_intervals, with_intervals
 
 MACRO = "Macro"
@@ -95,7 +95,7 @@ def main_table_from_summary(summary: pd.DataFrame, benchmarks: Sequence[str] | N
                 complete = False
                 continue
             n, c = int(r["planned"]), int(r["correct"])
-            lo, hi = _num(r.get("ci_low")), _num(r.get("ci_high"))
+            lo, hi = number(r.get("ci_low")), number(r.get("ci_high"))
             dag = int(r["missing"]) + int(r["errors"] or 0) > 0
             any_dagger |= dag
             row.update({b: c / n, f"{b}:low": lo, f"{b}:high": hi, f"{b}:dagger": dag})
@@ -115,10 +115,6 @@ def main_table_from_summary(summary: pd.DataFrame, benchmarks: Sequence[str] | N
     order = ["model", "method"] + [x for c in benches + [MACRO]
                                    for x in (c, f"{c}:low", f"{c}:high", f"{c}:mark", f"{c}:dagger")] + ["simulated"]
     return table[order] if len(table) else pd.DataFrame(columns=order)
-
-
-def _num(v: Any) -> float | None:
-    return None if v is None or pd.isna(v) else float(v)
 
 
 def mark_best(table: pd.DataFrame, col: str) -> list[str]:
@@ -169,7 +165,7 @@ def to_markdown(table: pd.DataFrame, with_ci: bool = True) -> str:
                     v = f"<u>{v}</u>"
                 if r[f"{c}:dagger"]:
                     v += DAGGER
-                if with_ci and _num(r[f"{c}:low"]) is not None:
+                if with_ci and number(r[f"{c}:low"]) is not None:
                     v += f" [{_pct(r[f'{c}:low'])}, {_pct(r[f'{c}:high'])}]"
             cells.append(v)
         lines.append(f"| {r['model']} | {_row_label(r)} | " + " | ".join(cells) + " |")
@@ -221,7 +217,7 @@ def to_latex(table: pd.DataFrame, caption: str = "avg@k (\\%) with 95\\% percent
                 v = rf"\underline{{{v}}}"
             if r[f"{c}:dagger"]:
                 v += r"$^\dagger$"
-            if with_ci and _num(r[f"{c}:low"]) is not None:
+            if with_ci and number(r[f"{c}:low"]) is not None:
                 v += rf" {{\scriptsize[{_pct(r[f'{c}:low'])}, {_pct(r[f'{c}:high'])}]}}"
             cells.append(v)
         label = tex_escape(_row_label(r))

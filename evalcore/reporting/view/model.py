@@ -7,7 +7,6 @@ answer key where the data is present): nothing is re-run.
 from __future__ import annotations
 
 import hashlib
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -16,7 +15,7 @@ import pandas as pd
 
 from evalcore.grading import PROFILES, parse_submission
 from evalcore.problems import AnswerKey
-from evalcore.reporting.frame import _loads, _nn, to_frame
+from evalcore.reporting.frame import _loads, _nn, number, to_frame
 
 STATUS_MISSING = "missing"  # planned, never committed: counts as wrong in every table
 
@@ -88,11 +87,6 @@ def _int(v: Any) -> int | None:
     return None if v is None else int(v)
 
 
-def _float(v: Any) -> float | None:
-    v = _nn(v)
-    return None if v is None or (isinstance(v, float) and math.isnan(v)) else float(v)
-
-
 def answer_text(keys: Mapping[str, AnswerKey], benchmark: str, problem_id: str) -> str | None:
     key = keys.get(benchmark)
     if key is None or problem_id not in key:
@@ -150,7 +144,7 @@ def detail(row: Mapping[str, Any], answer: str | None = None) -> Detail:
         why=explain(row, answer), error=_nn(row.get("error")),
         prompt_tokens=_int(row.get("prompt_tokens")), completion_tokens=_int(row.get("completion_tokens")),
         n_calls=_int(row.get("n_calls")) or len(calls), n_execs=_int(row.get("n_execs")) or len(execs),
-        wall_s=_float(row.get("wall_s")), calls=calls, execs=execs,
+        wall_s=number(row.get("wall_s")), calls=calls, execs=execs,
     )
 
 
