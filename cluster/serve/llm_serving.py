@@ -363,7 +363,7 @@ def build_standin_app(model_cfgs: Iterable[Mapping[str, Any]], serving: ServingS
         pl = placement(m, serving)
         pl["max_ongoing_requests"] = c["deployment_config"].get("max_ongoing_requests")
         placements.append(pl)
-    return standin_app(placements, ingress_deployment_config(serving), ttft_s=float(serving.standin_ttft_s))
+    return standin_app(placements, ingress_deployment_config(serving), ttft_s=serving.standin_ttft_s)
 
 
 def deploy_stage(model_cfgs: Iterable[Mapping[str, Any]], serving: ServingSection | None = None, *, app_name: str = APP_NAME,

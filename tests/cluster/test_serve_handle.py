@@ -189,7 +189,8 @@ def test_a_standin_replica_answers_the_same_through_its_handle(ray_cluster):
     _, port = ray_cluster
     app, model = "opteval-test-standin", "stand-in-m"
     placement = {"model": model, "replicas": 1, "bundles": [{"CPU": 0.01}], "strategy": "PACK"}
-    serve.run(standin_app([placement], {}, ttft_s=0.4), name=app, route_prefix="/standin-test")
+    ttft_s = 0.4
+    serve.run(standin_app([placement], {}, ttft_s=ttft_s), name=app, route_prefix="/standin-test")
     try:
         base = Endpoint(name=model, base_url=f"http://127.0.0.1:{port}/standin-test/v1", model_id=model,
                         simulated=True, api_key_env="", app_name=app)
@@ -208,7 +209,7 @@ def test_a_standin_replica_answers_the_same_through_its_handle(ray_cluster):
 
         t0 = time.monotonic()
         a, b = asyncio.run(both())
-        assert time.monotonic() - t0 >= 2 * 0.4  # two answers, each held for the stand-in's ttft
+        assert time.monotonic() - t0 >= 2 * ttft_s  # two answers, each held for the stand-in's ttft
         assert a.text and a.simulated and b.simulated
         assert (a.text, a.finish_reason, a.usage) == (b.text, b.finish_reason, b.usage)
     finally:
