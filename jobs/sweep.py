@@ -37,7 +37,8 @@ if TYPE_CHECKING:
 EXIT_CONFIG = 2
 EXIT_INTERRUPTED = 130
 EXIT_COMMIT = 3
-EXIT_STARTUP = 5  # Ray did not start (its start-up timed out on every attempt): retry later
+EXIT_STARTUP = 5  # Ray did not start (its start-up timed out on every attempt): retry later; also
+# cluster/driver/run.py's EXIT_CLUSTER_LOST: the local cluster it started stopped under the sweep
 
 FORMS = """\
 usage: python jobs/sweep.py [CONFIG.yaml] [key=value ...]     (the same: opteval sweep ...)

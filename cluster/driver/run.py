@@ -10,13 +10,16 @@ during planning is honoured before any slow import.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import signal
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from cluster.driver import signals
 from cluster.driver.admission import check_limits
+from cluster.driver.clusterwatch import ClusterWatch, Running
 from cluster.driver.commit import Committer, results_summary
 from cluster.driver.outcome import exit_code
 from cluster.driver.prepare import Prepared, plan_report, prepare
@@ -31,6 +34,7 @@ from cluster.runtime import (
     disconnect,
     executor_slots,
     node_resources,
+    services_gone,
 )
 from sweepcore import config as cconf
 from sweepcore.backends import backend_of
@@ -40,6 +44,8 @@ from sweepcore.ledger import LedgerError
 from sweepcore.placement import placement
 from sweepcore.plan import PlanItem, by_model, plan_counts
 from sweepcore.tracking import BackgroundStart, OffLoop, Tracker, end_line, model_families, results_markdown, ui_command
+
+EXIT_CLUSTER_LOST = 5  # jobs/sweep.py's EXIT_STARTUP: Ray did not start, or the cluster it started stopped
 
 
 def serves_on_gpus(cfg: SweepConfig, model_cfgs: Mapping[str, Mapping[str, Any]] | None = None) -> bool:
@@ -169,13 +175,16 @@ class RunResult:
     committer: Committer
 
 
-async def drive(prep: Prepared, tracker: Tracker | None = None) -> RunResult:
-    """The async body of a sweep: actors, the schedule, periodic commits and progress, signals."""
+async def drive(prep: Prepared, tracker: Tracker | None = None, running: Running | None = None) -> RunResult:
+    """The async body of a sweep: actors, the schedule, periodic commits and progress, signals.
+    ``running`` is filled in for the cluster watch (a thread that may have to commit)."""
     loop = asyncio.get_running_loop()
     stop = StopState()
     stop.install(loop)
     sweep_cfg = prep.cfg.sweep
     committer = Committer(prep.ledger, sweep_cfg.commit_batch, sweep_cfg.commit_interval_s)
+    if running is not None:
+        running.loop, running.committer, running.stop = loop, committer, stop
     progress = Progress(planned=len(prep.plan), already=len(prep.plan) - len(prep.pending))
     done = asyncio.Event()
     planned = plan_counts(prep.pending)
@@ -316,6 +325,67 @@ def _connect_recording_sigterm(address: str | None) -> Any:
         raise signals.Interrupted(signal.SIGTERM) from None
 
 
+def _interrupted_line(signum: int, cfg: SweepConfig) -> str:
+    return (f"[sweep] interrupted during startup (signal {signum}): nothing was dispatched; "
+            f"rerun the same command to start (sweep.name={cfg.sweep.name})")
+
+
+def _exit_interrupted(prep: Prepared, tracker: Tracker | None) -> Callable[[int], None]:
+    """What the startup watchdog does when ``ray.init`` does not return after a signal: the
+    interrupted-startup exit (one line, MLflow runs KILLED, the lease released, 130) from its
+    own thread, then ``os._exit``: the main thread is stuck in C++, and the processes
+    ``ray.init`` started die with the driver (Ray starts them fate-sharing)."""
+
+    def stop(signum: int) -> None:
+        import os
+
+        print(f"[sweep] Ray's start-up did not return {signals.STUCK_GRACE_S:g} s after signal {signum}; "
+              f"exiting without it", flush=True)
+        _end_runs_bounded(prep, tracker, "KILLED")
+        prep.ledger.close()
+        print(_interrupted_line(signum, prep.cfg), flush=True)
+        os._exit(EXIT_INTERRUPTED)
+
+    return stop
+
+
+def _exit_cluster_lost(prep: Prepared, tracker: Tracker | None, running: Running) -> Callable[[list[str]], None]:
+    """What the cluster watch does when the GCS or raylet this driver started exited under the
+    sweep: commit what finished, end the MLflow runs, release the lease, then ``os._exit``
+    (130 after a signal, which reached them too, else 5); Ray's own calls would wait 60 s for
+    the GCS and end the process with exit 1."""
+
+    def lost(gone: list[str]) -> None:
+        import os
+
+        signum = (running.stop.signum if running.stop is not None else None) or signals.pending()
+        cause = f" (signal {signum} reached them too)" if signum else ""
+        print(f"[sweep] Ray's local cluster stopped under the sweep: {', '.join(gone)} exited{cause}; "
+              f"committing what finished", flush=True)
+        print(f"[sweep] {running.commit_now()}", flush=True)
+        _end_runs_bounded(prep, tracker, "KILLED" if signum else "FAILED")
+        prep.ledger.close()
+        if signum:
+            print(f"[sweep] interrupted; resume with the same command (sweep.name={prep.cfg.sweep.name})", flush=True)
+        else:
+            print(f"cluster error: Ray's local cluster stopped while the sweep ran ({', '.join(gone)}); "
+                  f"rerun the same command to resume (sweep.name={prep.cfg.sweep.name})", flush=True)
+        os._exit(EXIT_INTERRUPTED if signum else EXIT_CLUSTER_LOST)
+
+    return lost
+
+
+def _end_runs_bounded(prep: Prepared, tracker: Tracker | None, status: str) -> None:
+    """End the MLflow runs from a thread that is about to ``os._exit``: a slow server waits at most 5 s."""
+    import threading
+
+    if tracker is None:
+        return
+    ending = threading.Thread(target=tracker.finish, args=(status,), daemon=True)
+    ending.start()
+    ending.join(min(5.0, float(prep.cfg.tracking.timeout_s)))
+
+
 def run_sweep(cfg: SweepConfig) -> int:
     """The whole job: returns the process exit code (0, or 130 when interrupted).
 
@@ -338,15 +408,20 @@ def run_sweep(cfg: SweepConfig) -> int:
         if prep.pending:
             signals.step("starting Ray")
             try:
-                rt = _connect_recording_sigterm(cfg.cluster.address)
+                with signals.watchdog(_exit_interrupted(prep, tracker)):
+                    rt = _connect_recording_sigterm(cfg.cluster.address)
             except RayStartupError:
                 if tracker is not None:
                     _tracked(tracker, "end runs", tracker.finish, "FAILED")
                 raise
             signals.install()  # ray.init replaces the SIGTERM handler (sys.exit) with its own
             signals.checkpoint()
+            running = Running()
             try:
-                stop = asyncio.run(drive(prep, tracker)).stop
+                watch = (ClusterWatch(partial(services_gone, rt.services), _exit_cluster_lost(prep, tracker, running))
+                         if rt.services else contextlib.nullcontext())
+                with watch:
+                    stop = asyncio.run(drive(prep, tracker, running)).stop
             except Exception as exc:
                 if isinstance(exc, LedgerError) and tracker is not None:
                     _tracked(tracker, "end runs", tracker.finish, "FAILED")
@@ -360,8 +435,7 @@ def run_sweep(cfg: SweepConfig) -> int:
     except signals.Interrupted as exc:
         if tracker is not None:
             tracker.finish("KILLED")
-        print(f"[sweep] interrupted during startup (signal {exc.signum}): nothing was dispatched; "
-              f"rerun the same command to start (sweep.name={cfg.sweep.name})", flush=True)
+        print(_interrupted_line(exc.signum, cfg), flush=True)
         return EXIT_INTERRUPTED
     finally:
         if tracker is not None and getattr(tracker, "background", None) is not None:

@@ -16,9 +16,12 @@ non-interactive shell): the user's Ctrl-C / ``kill -INT`` must stop the sweep. N
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import signal
+import socket
 import sys
 import threading
+from collections.abc import Callable, Iterator
 from typing import Any
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
@@ -91,6 +94,51 @@ def pending() -> int | None:
 def reset() -> None:
     """Forget a recorded signal (tests run several sweeps in one process)."""
     STATE.signum, STATE.step = None, "starting"
+
+
+STUCK_GRACE_S = 1.0  # how long the main thread has to notice a signal before the watchdog ends the run
+
+
+@contextlib.contextmanager
+def watchdog(on_stuck: Callable[[int], None], grace_s: float = STUCK_GRACE_S) -> Iterator[None]:
+    """Around a step that can block in native code: a signal still ends the run within ``grace_s``.
+
+    Python runs signal handlers only when the main thread returns to the interpreter. A SIGTERM
+    sent to the driver's process group also kills the GCS that ``ray.init`` just started, and
+    the driver then waits in C++ for it: 30 s, or 60 s and a fatal exit 1, never 130. The C-level
+    handler still writes the signal to a wakeup fd at once; a thread reading it gives the main
+    thread ``grace_s`` to leave the step, then calls ``on_stuck(signum)``, which must end the
+    process (the step's children share its fate). Off the main thread this does nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    r, w = socket.socketpair()
+    w.setblocking(False)
+    left = threading.Event()
+
+    def watch() -> None:
+        while True:
+            data = r.recv(64)
+            caught = [b for b in data if b in SIGNALS]
+            if not data or left.is_set():
+                return
+            if caught and not left.wait(grace_s):
+                on_stuck(caught[0])
+                return
+
+    old_fd = signal.set_wakeup_fd(w.fileno(), warn_on_full_buffer=False)
+    thread = threading.Thread(target=watch, name="opteval-startup-watchdog", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        left.set()
+        signal.set_wakeup_fd(old_fd)
+        with contextlib.suppress(OSError):
+            w.send(b"\0")  # wakes the thread; 0 is no signal
+        thread.join(grace_s + 1.0)
+        r.close()
+        w.close()
 
 
 # -- once the event loop runs -------------------------------------------------------------

@@ -352,3 +352,34 @@ def test_committer_keeps_rows_that_finish_while_a_commit_runs_and_stops_on_failu
     with pytest.raises(CommitError):  # stays failed: nothing more is committed by this run
         asyncio.run(com.flush(force=True))
     led.close()
+
+
+def test_the_cluster_watch_commits_what_finished_from_its_own_thread(tmp_path):
+    """Running.commit_now: the rows that finished are committed on the sweep's loop from
+    another thread (the watch's, whose next step is os._exit); a closed loop is reported, not raised."""
+    import asyncio
+    import threading
+
+    from cluster.driver.clusterwatch import Running
+    from cluster.driver.commit import Committer
+
+    cfg, res, fp, plan = _setup(tmp_path)
+    led = _open(tmp_path, res, fp)
+    com = Committer(led, batch=100, interval_s=60)  # nothing would be committed on its own
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    running = Running(loop=loop, committer=com)
+    assert Running().commit_now() == "nothing had finished"
+    com.add(_row(plan[0]))
+    com.add(_row(plan[1]))
+    assert running.commit_now(timeout_s=10) == "2 trajectories committed by this run"
+    assert led.committed_keys() == {plan[0].key, plan[1].key}
+    loop.call_soon_threadsafe(loop.stop)
+    thread.join(5)
+    loop.close()
+    com.add(_row(plan[2]))
+    said = running.commit_now(timeout_s=1)
+    assert said == "the last commit did not complete (the sweep's event loop had ended)", said
+    assert led.committed_keys() == {plan[0].key, plan[1].key}
+    led.close()
