@@ -11,8 +11,10 @@ import os
 import sys
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
+
+import psutil
 
 from cluster import ray_private
 
@@ -126,7 +128,6 @@ class RayRuntime:
     started_local: bool  # this process started the cluster (shut it down at the end)
     connected_here: bool  # this process called ray.init (ray.shutdown at the end)
     address: str | None
-    services: dict[int, str] = field(default_factory=dict)  # started_local: pid -> gcs_server / raylet
 
 
 def resolve_address(cfg_address: str | None) -> str | None:
@@ -184,7 +185,7 @@ def connect(cfg_address: str | None = None, num_cpus: int | None = None, dashboa
                           local=is_loopback_address(address))
         return RayRuntime(started_local=False, connected_here=True, address=address)
     init_with_retries(_local_init_kwargs(num_cpus, dashboard), between=between)
-    return RayRuntime(started_local=True, connected_here=True, address=None, services=local_services())
+    return RayRuntime(started_local=True, connected_here=True, address=None)
 
 
 LOCAL_SERVICES = ("gcs_server", "raylet")
@@ -192,8 +193,6 @@ LOCAL_SERVICES = ("gcs_server", "raylet")
 
 def local_services() -> dict[int, str]:
     """The GCS and raylet that ``ray.init`` started, as this process's children (pid -> name)."""
-    import psutil
-
     found: dict[int, str] = {}
     for child in psutil.Process().children():
         with contextlib.suppress(psutil.Error):
@@ -204,8 +203,6 @@ def local_services() -> dict[int, str]:
 
 def services_gone(services: dict[int, str]) -> list[str]:
     """Which of ``services`` exited, as "name pid N" (a zombie counts: Ray reaps them only at shutdown)."""
-    import psutil
-
     gone = []
     for pid, name in services.items():
         try:

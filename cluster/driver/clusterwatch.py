@@ -15,7 +15,11 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from cluster.driver.commit import Committer
+    from cluster.driver.signals import StopState
 
 POLL_S = 0.5
 COMMIT_WAIT_S = 20.0  # the last commit of a lost cluster's run; then the process ends anyway
@@ -26,8 +30,8 @@ class Running:
     """What :func:`cluster.driver.run.drive` runs with, for a thread that must commit from outside."""
 
     loop: asyncio.AbstractEventLoop | None = None
-    committer: Any = None  # cluster.driver.commit.Committer
-    stop: Any = None  # cluster.driver.signals.StopState
+    committer: Committer | None = None
+    stop: StopState | None = None
 
     def commit_now(self, timeout_s: float = COMMIT_WAIT_S) -> str:
         """Commit the rows that finished, on the loop; says what happened (never raises)."""

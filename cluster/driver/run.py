@@ -15,7 +15,7 @@ import signal
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
+from typing import Any, NoReturn
 
 from cluster.driver import signals
 from cluster.driver.admission import check_limits
@@ -33,6 +33,7 @@ from cluster.runtime import (
     describe_nodes,
     disconnect,
     executor_slots,
+    local_services,
     node_resources,
     services_gone,
 )
@@ -330,60 +331,61 @@ def _interrupted_line(signum: int, cfg: SweepConfig) -> str:
             f"rerun the same command to start (sweep.name={cfg.sweep.name})")
 
 
+def _resume_line(cfg: SweepConfig) -> str:
+    return f"[sweep] interrupted; resume with the same command (sweep.name={cfg.sweep.name})"
+
+
+HARD_EXIT_TRACKING_S = 5.0  # ending the MLflow runs on the way to os._exit waits at most this
+
+
+def _hard_exit(prep: Prepared, tracker: Tracker | None, status: str, line: str, code: int) -> NoReturn:
+    """End the process from a watchdog's thread while the main thread is stuck in Ray's C++:
+    MLflow runs ended (a tighter OffLoop bound than the sweep's), the lease released, ``line``,
+    then ``os._exit(code)`` whatever failed before it. The processes ``ray.init`` started die
+    with the driver (Ray starts them fate-sharing)."""
+    import os
+
+    try:
+        if tracker is not None:
+            OffLoop(tracker, min(HARD_EXIT_TRACKING_S, float(prep.cfg.tracking.timeout_s))).call(
+                "end runs", tracker.finish, status)
+        prep.ledger.close()
+        print(line, flush=True)
+    finally:
+        os._exit(code)
+
+
 def _exit_interrupted(prep: Prepared, tracker: Tracker | None) -> Callable[[int], None]:
     """What the startup watchdog does when ``ray.init`` does not return after a signal: the
-    interrupted-startup exit (one line, MLflow runs KILLED, the lease released, 130) from its
-    own thread, then ``os._exit``: the main thread is stuck in C++, and the processes
-    ``ray.init`` started die with the driver (Ray starts them fate-sharing)."""
+    interrupted-startup exit (one line, MLflow runs KILLED, the lease released, 130)."""
 
     def stop(signum: int) -> None:
-        import os
-
         print(f"[sweep] Ray's start-up did not return {signals.STUCK_GRACE_S:g} s after signal {signum}; "
               f"exiting without it", flush=True)
-        _end_runs_bounded(prep, tracker, "KILLED")
-        prep.ledger.close()
-        print(_interrupted_line(signum, prep.cfg), flush=True)
-        os._exit(EXIT_INTERRUPTED)
+        _hard_exit(prep, tracker, "KILLED", _interrupted_line(signum, prep.cfg), EXIT_INTERRUPTED)
 
     return stop
 
 
 def _exit_cluster_lost(prep: Prepared, tracker: Tracker | None, running: Running) -> Callable[[list[str]], None]:
     """What the cluster watch does when the GCS or raylet this driver started exited under the
-    sweep: commit what finished, end the MLflow runs, release the lease, then ``os._exit``
-    (130 after a signal, which reached them too, else 5); Ray's own calls would wait 60 s for
-    the GCS and end the process with exit 1."""
+    sweep: commit what finished, then the hard exit (130 after a signal, which reached them too,
+    else 5); Ray's own calls would wait 60 s for the GCS and end the process with exit 1."""
 
     def lost(gone: list[str]) -> None:
-        import os
-
         signum = (running.stop.signum if running.stop is not None else None) or signals.pending()
         cause = f" (signal {signum} reached them too)" if signum else ""
         print(f"[sweep] Ray's local cluster stopped under the sweep: {', '.join(gone)} exited{cause}; "
               f"committing what finished", flush=True)
         print(f"[sweep] {running.commit_now()}", flush=True)
-        _end_runs_bounded(prep, tracker, "KILLED" if signum else "FAILED")
-        prep.ledger.close()
         if signum:
-            print(f"[sweep] interrupted; resume with the same command (sweep.name={prep.cfg.sweep.name})", flush=True)
+            _hard_exit(prep, tracker, "KILLED", _resume_line(prep.cfg), EXIT_INTERRUPTED)
         else:
-            print(f"cluster error: Ray's local cluster stopped while the sweep ran ({', '.join(gone)}); "
-                  f"rerun the same command to resume (sweep.name={prep.cfg.sweep.name})", flush=True)
-        os._exit(EXIT_INTERRUPTED if signum else EXIT_CLUSTER_LOST)
+            _hard_exit(prep, tracker, "FAILED",
+                       f"cluster error: Ray's local cluster stopped while the sweep ran ({', '.join(gone)}); "
+                       f"rerun the same command to resume (sweep.name={prep.cfg.sweep.name})", EXIT_CLUSTER_LOST)
 
     return lost
-
-
-def _end_runs_bounded(prep: Prepared, tracker: Tracker | None, status: str) -> None:
-    """End the MLflow runs from a thread that is about to ``os._exit``: a slow server waits at most 5 s."""
-    import threading
-
-    if tracker is None:
-        return
-    ending = threading.Thread(target=tracker.finish, args=(status,), daemon=True)
-    ending.start()
-    ending.join(min(5.0, float(prep.cfg.tracking.timeout_s)))
 
 
 def run_sweep(cfg: SweepConfig) -> int:
@@ -417,9 +419,10 @@ def run_sweep(cfg: SweepConfig) -> int:
             signals.install()  # ray.init replaces the SIGTERM handler (sys.exit) with its own
             signals.checkpoint()
             running = Running()
+            services = local_services() if rt.started_local else {}
             try:
-                watch = (ClusterWatch(partial(services_gone, rt.services), _exit_cluster_lost(prep, tracker, running))
-                         if rt.services else contextlib.nullcontext())
+                watch = (ClusterWatch(partial(services_gone, services), _exit_cluster_lost(prep, tracker, running))
+                         if services else contextlib.nullcontext())
                 with watch:
                     stop = asyncio.run(drive(prep, tracker, running)).stop
             except Exception as exc:
@@ -447,6 +450,6 @@ def run_sweep(cfg: SweepConfig) -> int:
         signals.restore(old)
         signals.reset()
     if interrupted:
-        print(f"[sweep] interrupted; resume with the same command (sweep.name={cfg.sweep.name})", flush=True)
+        print(_resume_line(cfg), flush=True)
         return EXIT_INTERRUPTED
     return exit_code(prep)  # 0, 2 (a model stopped as a config error) or 4 (status=error rows)
