@@ -56,6 +56,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from evalcore.registry import Registry, UnknownNameError
 from evalcore.sandbox.types import OK, ExecResult
 
 ORLM_BEST = "Just print the best solution:"
@@ -79,11 +80,8 @@ _OBJECTIVE_LINE = re.compile(OBJECTIVE_LABEL + r"[^\d\n\[]{0,60}?(?P<num>" + NUM
 _STATUS_WORD = re.compile(r"\b(infeasible|unbounded)\b", re.I)
 
 
-class UnknownProfileError(KeyError):
-    """An extraction profile name that is not registered; the message lists the known ones."""
-
-    def __str__(self) -> str:  # KeyError would quote the whole message
-        return self.args[0] if self.args else ""
+# the one error class of every registry (evalcore.registry), under the name callers know
+UnknownProfileError = UnknownNameError
 
 
 @dataclass(frozen=True)
@@ -305,20 +303,26 @@ def llmopt_code(text: str) -> str | None:
     return code if code.strip() else None
 
 
-PROFILES: dict[str, ExtractionProfile] = {
-    "submit": ExtractionProfile("submit", _last_block, _submit_submission,
-                                "last fenced python block; the value passed to submit()"),
-    "orlm": ExtractionProfile("orlm", _orlm_code, _orlm_submission,
-                              "ORLM eval: first ```python block + coptpy footer; the printed best solution",
-                              needs=(("coptpy", "solvers"),)),
-    "sirl": ExtractionProfile("sirl", _sirl_code, _sirl_submission,
-                              "SIRL eval: <python> tag or first ```python block + status print; the printed best solution"),
-    "stdout": ExtractionProfile("stdout", _last_block, _stdout_submission,
-                                "last fenced python block; the last objective value printed"),
-    "llmopt": ExtractionProfile("llmopt", llmopt_code, _stdout_submission,
-                                "LLMOPT inference: first ```python block after its unescaping; the optimum "
-                                "read off stdout (the llmopt harness asks the model, LLMOPT's id_gt prompt)"),
-}
+PROFILES: Registry[ExtractionProfile] = Registry("extraction profile")
+for _p in (
+    ExtractionProfile("submit", _last_block, _submit_submission,
+                      "last fenced python block; the value passed to submit()"),
+    ExtractionProfile("orlm", _orlm_code, _orlm_submission,
+                      "ORLM eval: first ```python block + coptpy footer; the printed best solution",
+                      needs=(("coptpy", "solvers"),)),
+    ExtractionProfile("sirl", _sirl_code, _sirl_submission,
+                      "SIRL eval: <python> tag or first ```python block + status print; the printed best solution"),
+    ExtractionProfile("stdout", _last_block, _stdout_submission,
+                      "last fenced python block; the last objective value printed"),
+    ExtractionProfile("llmopt", llmopt_code, _stdout_submission,
+                      "LLMOPT inference: first ```python block after its unescaping; the optimum "
+                      "read off stdout (the llmopt harness asks the model, LLMOPT's id_gt prompt)"),
+):
+    PROFILES.add(_p.name, _p)
+# the released reward schemes' extraction profiles (evalcore.rewards_released), known by name
+# before that module is imported (the report and the rewards job list them)
+PROFILES.add_lazy("sirl-train", "evalcore.rewards_released:SIRL_TRAIN_PROFILE")
+PROFILES.add_lazy("orr1-train", "evalcore.rewards_released:ORR1_TRAIN_PROFILE")
 
 
 def missing_packages(profile: str) -> str | None:
@@ -336,22 +340,14 @@ def missing_packages(profile: str) -> str | None:
 
 def register_profile(profile: ExtractionProfile) -> ExtractionProfile:
     """The one way in for an extraction profile: ``register_profile(ExtractionProfile(name,
-    extract_code, extract_submission, description))`` at import of the module that defines it;
-    then a method YAML's ``extraction:`` and the rewards job accept its name. A taken name is an
-    error."""
-    if profile.name in PROFILES and PROFILES[profile.name] is not profile:
-        raise ValueError(f"extraction profile {profile.name!r} is already registered")
-    PROFILES[profile.name] = profile
-    return profile
+    extract_code, extract_submission, description))`` (from a plugin's entry point, or the module
+    that defines it); then a method YAML's ``extraction:`` and the rewards job accept its name. A
+    taken name is an error."""
+    return PROFILES.add(profile.name, profile)
 
 
 def get_profile(profile: str) -> ExtractionProfile:
-    try:
-        return PROFILES[profile]
-    except (KeyError, TypeError):
-        raise UnknownProfileError(
-            f"unknown extraction profile {profile!r}; known profiles: {sorted(PROFILES)}"
-        ) from None
+    return PROFILES[profile]
 
 
 def extract_code(completion_text: str, profile: str) -> str | None:

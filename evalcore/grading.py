@@ -36,6 +36,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from evalcore.registry import Registry, UnknownNameError
+
 Parsed = float | str | None  # float, "infeasible", "unbounded" or None
 
 INFEASIBLE = "infeasible"
@@ -231,45 +233,36 @@ class GradingProfile:
     numbers_match: Callable[[float, float], bool]
 
 
-PROFILES: dict[str, GradingProfile] = {
-    p.name: p
-    for p in (
-        GradingProfile("optagentbench", "|a-b| <= max(1e-2, 1e-4*max(|a|,|b|))", _optagentbench),
-        GradingProfile("optagentbench_numpy", "|a-b| <= 1e-2 + 1e-4*|b| (numpy.isclose reading)",
-                       _optagentbench_numpy),
-        GradingProfile(
-            "orlm",
-            "round both with Python round (half to even, as ORLM); |ra-rb| <= 5% of |rb|, equal when rb == 0",
-            _orlm,
-        ),
-        GradingProfile("sirl", "|a-b|/(|b|+1) < 1e-6", _sirl),
-        GradingProfile("semopt", "|a-b| < 1e-6 (SemOPT's accuracy rule)", _semopt),
-    )
-}
+PROFILES: Registry[GradingProfile] = Registry("grading profile")
+for _p in (
+    GradingProfile("optagentbench", "|a-b| <= max(1e-2, 1e-4*max(|a|,|b|))", _optagentbench),
+    GradingProfile("optagentbench_numpy", "|a-b| <= 1e-2 + 1e-4*|b| (numpy.isclose reading)",
+                   _optagentbench_numpy),
+    GradingProfile(
+        "orlm",
+        "round both with Python round (half to even, as ORLM); |ra-rb| <= 5% of |rb|, equal when rb == 0",
+        _orlm,
+    ),
+    GradingProfile("sirl", "|a-b|/(|b|+1) < 1e-6", _sirl),
+    GradingProfile("semopt", "|a-b| < 1e-6 (SemOPT's accuracy rule)", _semopt),
+):
+    PROFILES.add(_p.name, _p)
 DEFAULT_PROFILE = "optagentbench"
+
+# the one error class of every registry (evalcore.registry), under the name callers know
+UnknownProfileError = UnknownNameError
 
 
 def register_profile(profile: GradingProfile) -> GradingProfile:
     """The one way in for a grading profile: ``register_profile(GradingProfile(name, description,
-    numbers_match))`` at import of the module that defines it; then every ``grading.profile`` /
-    benchmark ``grading:`` setting and :func:`grade` accept its name. A taken name is an error."""
-    if profile.name in PROFILES and PROFILES[profile.name] is not profile:
-        raise ValueError(f"grading profile {profile.name!r} is already registered")
-    PROFILES[profile.name] = profile
-    return profile
-
-
-class UnknownProfileError(ValueError):
-    """A grading profile name that is not in :data:`PROFILES`."""
+    numbers_match))`` (from a plugin's entry point, or the module that defines it); then every
+    ``grading.profile`` / benchmark ``grading:`` setting and :func:`grade` accept its name. A taken
+    name is an error."""
+    return PROFILES.add(profile.name, profile)
 
 
 def get_profile(name: str) -> GradingProfile:
-    try:
-        return PROFILES[name]
-    except (KeyError, TypeError):
-        raise UnknownProfileError(
-            f"unknown grading profile {name!r}; known: {', '.join(sorted(PROFILES))}"
-        ) from None
+    return PROFILES[name]
 
 
 def grade_parsed(submitted: Parsed, expected: Parsed, profile: str = DEFAULT_PROFILE) -> bool:

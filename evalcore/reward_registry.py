@@ -11,11 +11,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from evalcore.grading import Parsed
+from evalcore.registry import Registry, UnknownNameError
 from evalcore.sandbox.types import ExecResult
 
-
-class UnknownSchemeError(ValueError):
-    """A reward scheme name that is not in :data:`SCHEMES`; the message lists the known ones."""
+# the one error class of every registry (evalcore.registry), under the name callers know
+UnknownSchemeError = UnknownNameError
 
 
 @dataclass(frozen=True)
@@ -55,7 +55,11 @@ class Scheme:
     description: str
 
 
-SCHEMES: dict[str, Scheme] = {}
+SCHEMES: Registry[Scheme] = Registry("reward scheme")
+# the released training code's schemes register when evalcore.rewards_released is imported,
+# which happens the first time one of them is named
+SCHEMES.add_lazy("sirl-released", "evalcore.rewards_released:sirl_released")
+SCHEMES.add_lazy("orr1-released", "evalcore.rewards_released:orr1_released")
 
 
 def register_scheme(name: str, *, needs_answer: bool, description: str
@@ -64,15 +68,10 @@ def register_scheme(name: str, *, needs_answer: bool, description: str
     list[Reward]``: ``@register_scheme("mine", needs_answer=True, description="...")``. A taken
     name is an error; the decorated function is returned unchanged."""
     def add(score: Callable[[Sequence[_Run], str], list[Reward]]) -> Callable[[Sequence[_Run], str], list[Reward]]:
-        if name in SCHEMES:
-            raise ValueError(f"reward scheme {name!r} is already registered")
-        SCHEMES[name] = Scheme(name, needs_answer, score, description)
+        SCHEMES.add(name, Scheme(name, needs_answer, score, description))
         return score
     return add
 
 
 def get_scheme(name: str) -> Scheme:
-    try:
-        return SCHEMES[name]
-    except (KeyError, TypeError):
-        raise UnknownSchemeError(f"unknown reward scheme {name!r}; known: {', '.join(sorted(SCHEMES))}") from None
+    return SCHEMES[name]

@@ -202,17 +202,15 @@ def _grouped(runs: Sequence[_Run], grading: str) -> list[Reward]:
     return [r for r in out if r is not None]
 
 
-SCHEMES.update({
-    s.name: s
-    for s in (
-        Scheme("correct", True, correct_rewards, "1/0 by the grading profile"),
-        Scheme("sirl", True, lambda runs, g: [sirl_reward(r, 2) for r in runs],
-               "SIRL stage 2: format 0.5 + execution 1 + accuracy 2 + bonus 1"),
-        Scheme("sirl-stage1", True, lambda runs, g: [sirl_reward(r, 1) for r in runs],
-               "SIRL stage 1: format 0.5 + execution 1 + accuracy 2"),
-        Scheme("orr1", False, _grouped, "OR-R1: format/6 + valid code + majority vote in the id group"),
-    )
-})
+for _s in (
+    Scheme("correct", True, correct_rewards, "1/0 by the grading profile"),
+    Scheme("sirl", True, lambda runs, g: [sirl_reward(r, 2) for r in runs],
+           "SIRL stage 2: format 0.5 + execution 1 + accuracy 2 + bonus 1"),
+    Scheme("sirl-stage1", True, lambda runs, g: [sirl_reward(r, 1) for r in runs],
+           "SIRL stage 1: format 0.5 + execution 1 + accuracy 2"),
+    Scheme("orr1", False, _grouped, "OR-R1: format/6 + valid code + majority vote in the id group"),
+):
+    SCHEMES.add(_s.name, _s)
 
 
 def check_names(scheme: str, extraction: str, grading: str) -> Scheme:
@@ -233,5 +231,3 @@ def score(scheme: str, items: Sequence[RewardItem], results: Sequence[ExecResult
             raise ValueError(f"scheme {scheme!r} needs an answer for every item; none for id(s) {missing[:10]}")
     return s.score(_runs(items, results, extraction, grading), grading)
 
-
-from evalcore import rewards_released as _released  # noqa: E402,F401  (registers sirl-released, orr1-released)

@@ -40,7 +40,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from evalcore.extraction import ExtractionProfile, register_profile, sirl_block
+from evalcore.extraction import ExtractionProfile, sirl_block
 from evalcore.grading import parse_submission
 from evalcore.reward_registry import Reward, _Run, register_scheme
 from evalcore.sandbox.types import OK, ExecResult
@@ -289,9 +289,10 @@ def _orr1_submission(result: ExecResult) -> Any:
         return best or None
 
 
-register_profile(ExtractionProfile(
+# extraction profiles, registered lazily by name in evalcore.extraction (resolved on first use)
+SIRL_TRAIN_PROFILE = ExtractionProfile(
     "sirl-train", sirl_program, _sirl_submission,
-    "SIRL training: <python> tag or first ```python block + best obj/sol print; the printed best obj"))
-register_profile(ExtractionProfile(
+    "SIRL training: <python> tag or first ```python block + best obj/sol print; the printed best obj")
+ORR1_TRAIN_PROFILE = ExtractionProfile(
     "orr1-train", orr1_program, _orr1_submission,
-    "OR-R1 training: first ```python block + OR-R1's coptpy footer; the printed best solution"))
+    "OR-R1 training: first ```python block + OR-R1's coptpy footer; the printed best solution")

@@ -30,7 +30,7 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import parse_qs
 
-from sweepcore.ledger.errors import LedgerError
+from sweepcore.ledger_errors import LedgerError
 
 LEASE_FILE = "lease.json"
 

@@ -19,12 +19,10 @@ that name is the submodule).
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from cluster.driver.prepare import Prepared, plan_report
-    from cluster.driver.run import run_sweep
-
+# no import of run (not even under TYPE_CHECKING): run imports serve.fleet, which imports
+# cluster.driver.schedule, so this package's __init__ would close a cycle (tests/core/test_layering.py)
 __all__ = ["Prepared", "plan_report", "run_sweep"]
 
 _HOME = {"Prepared": "prepare", "plan_report": "prepare", "run_sweep": "run"}

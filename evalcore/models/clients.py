@@ -15,6 +15,7 @@ from typing import Any
 
 from evalcore.models.base import ChatModel
 from evalcore.models.openai_backend import OpenAIChatModel, OpenAISection
+from evalcore.registry import resolve
 
 
 @dataclass
@@ -36,9 +37,12 @@ def _replay(cfg: dict[str, Any], pool_shards: int) -> ChatModel:
 
 
 def _simulated(cfg: dict[str, Any], pool_shards: int) -> ChatModel:
-    from evalcore.sim.policy import SimulatedModel  # the test double: imported only when a simulated model is built
-
-    return SimulatedModel.from_config(cfg)  # it checks its own keys (SimSkill's fields)
+    # the test double, resolved by name only when a simulated model is built: an import statement
+    # here would close a cycle (evalcore.sim.policy reads the harnesses' prompt formats, which
+    # import evalcore.models)
+    simulated_model = resolve("evalcore.sim.policy:SimulatedModel")
+    model: ChatModel = simulated_model.from_config(cfg)
+    return model  # it checks its own keys (SimSkill's fields)
 
 
 @dataclass(frozen=True)

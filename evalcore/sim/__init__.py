@@ -9,11 +9,12 @@ modules export as constants.
 Modules: ``skill`` (``SimSkill``, ``BaselineSkill``), ``policy`` (``SimulatedModel``, the stage
 registry, the study's harnesses' stages), ``baselines`` (the six baselines' stages),
 ``semopt`` (SemOPT's stages), ``llmopt`` (LLMOPT's protocol: five elements, Pyomo,
-self-correction). Importing the package registers every stage.
+self-correction). Importing the package registers nothing: a stage module is imported the first
+time one of its stages is asked for (``policy.STAGE_MODULES``), and reading a config imports no
+module of this package (tests/core/test_layering.py checks both).
 """
 from __future__ import annotations
 
-from evalcore.sim import baselines, llmopt, semopt  # noqa: F401  (register their stages)
 from evalcore.sim.policy import (
     POLICIES,
     STAGE_HANDLERS,

@@ -38,6 +38,7 @@ from __future__ import annotations
 import ast
 import asyncio
 import hashlib
+import importlib
 import json
 import math
 import random
@@ -69,6 +70,7 @@ from evalcore.mutation import (
 from evalcore.mutation import (
     stmt_span as _stmt_span,
 )
+from evalcore.registry import UnknownNameError, load_plugins
 from evalcore.sim.skill import BaselineSkill, SimSkill
 
 # -- what the policy reads from the prompts: formats the harness modules export ------------------
@@ -347,21 +349,42 @@ class StageCall:
 # (model, call) -> completion text
 StageHandler = Callable[["SimulatedModel", StageCall], str]
 STAGE_HANDLERS: dict[tuple[str, str], StageHandler] = {}
-DEFAULT_STAGE = ("direct", "act")
+
+
+# the built-in stage modules by harness, imported the first time one of their stages is asked
+# for (nothing is registered when evalcore.sim is imported; the study's own three harnesses'
+# stages are at the end of this module)
+STAGE_MODULES: dict[str, str] = {
+    **dict.fromkeys(("cafa", "reflexion", "coe", "optimus", "autoformulation", "ormind"), "evalcore.sim.baselines"),
+    "llmopt": "evalcore.sim.llmopt",
+    "semopt": "evalcore.sim.semopt",
+}
 
 
 def register_stage(harness: str, stage: str, handler: StageHandler) -> None:
     """Teach the policy one (harness, stage): ``handler(model, call) -> text``. The stage
-    modules of this package call it at import (a harness never does: it does not know the
-    simulator); re-registering a pair replaces its handler."""
+    modules of this package call it when they are first needed (``STAGE_MODULES``); a plugin's
+    ``opteval`` entry point calls it for its harness's stages (a harness never does: it does not
+    know the simulator). Re-registering a pair replaces its handler."""
     STAGE_HANDLERS[(harness, stage)] = handler
 
 
 def stage_handler(harness: str, stage: str) -> StageHandler:
-    """The handler for (harness, stage); unknown pairs answer like ``direct``. Every stage the
-    package knows is registered when ``evalcore.sim`` is imported (its ``__init__`` imports
-    ``baselines`` and ``semopt``), so a Serve replica sees the same handlers as a test."""
-    return STAGE_HANDLERS.get((harness, stage)) or STAGE_HANDLERS[DEFAULT_STAGE]
+    """The handler for (harness, stage), importing its stage module on first use; an unknown pair
+    is an error (the simulator never answers a harness it does not know as if it were another)."""
+    key = (harness, stage)
+    if key not in STAGE_HANDLERS:
+        module = STAGE_MODULES.get(harness)
+        if module is not None:
+            importlib.import_module(module)
+        else:
+            load_plugins()
+    try:
+        return STAGE_HANDLERS[key]
+    except KeyError:
+        raise UnknownNameError("simulated stage (harness/stage)", f"{harness}/{stage}",
+                               sorted({f"{h}/{st}" for h, st in STAGE_HANDLERS}
+                                      | {f"{h}/*" for h in STAGE_MODULES})) from None
 
 
 # -- the model ----------------------------------------------------------------------------------

@@ -7,8 +7,6 @@ from collections.abc import Mapping
 from dataclasses import fields
 from typing import Any
 
-from evalcore.sim.skill import SimSkill
-
 # Keys of a model config's ``simulated`` section that are SimulatedModel settings (latency
 # and policy) rather than SimSkill fields.
 SIM_MODEL_KEYS = ("ttft_s", "tokens_per_s", "policy", "report_usage")
@@ -21,6 +19,10 @@ def simulated_app_name(model: str) -> str:
 
 def sim_keys() -> set[str]:
     """Every key the ``simulated`` section takes: SimSkill's fields and the model settings."""
+    # the simulator is a test double: imported only when a simulated model's config is checked,
+    # so reading a config or planning a real model loads none of it
+    from evalcore.sim.skill import SimSkill
+
     return {f.name for f in fields(SimSkill)} | set(SIM_MODEL_KEYS)
 
 

@@ -13,7 +13,8 @@ from omegaconf import DictConfig, OmegaConf
 from evalcore.extraction import PROFILES as EXTRACTION_PROFILES
 from evalcore.grading import PROFILES
 from evalcore.harnesses._common import STAGE_SAMPLING_KEYS
-from evalcore.harnesses.registry import all_harnesses, get_harness
+from evalcore.harnesses.registry import REGISTRY as HARNESS_REGISTRY
+from evalcore.harnesses.registry import get_harness
 from evalcore.models.contract import SYSTEM_MODES
 from evalcore.problems import REGISTRY, register_local_benchmark
 from sweepcore.backends import BACKENDS, Where, backend_of
@@ -207,7 +208,7 @@ def _build_method_config(name: str) -> MethodConfig:
     try:  # the registry (evalcore.harnesses.registry); ``<module>:<name>`` imports a harness from elsewhere
         get_harness(method.harness)
     except KeyError:
-        known = sorted(all_harnesses())
+        known = HARNESS_REGISTRY.names()
         _check(False, f"harness [{path}]", f"unknown harness {method.harness!r}{_hint(method.harness, known)}")
     _check(method.extraction in EXTRACTION_PROFILES, f"extraction [{path}]",
            f"unknown extraction profile {method.extraction!r}{_hint(method.extraction, sorted(EXTRACTION_PROFILES))}")

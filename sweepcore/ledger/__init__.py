@@ -2,7 +2,6 @@
 ``rows`` (a graded trajectory or an error as a ledger row), ``manifest`` (manifest, plan file,
 quarantine and repair), ``store`` (:class:`Ledger`: open, resume, commit with atomic writes,
 compaction) and ``errors``. The writer lease is ``sweepcore.lease``."""
-from sweepcore.ledger.errors import CommitError, ConfigChangedError, DamagedFileError, DuplicateKeyError, LedgerError
 from sweepcore.ledger.manifest import config_diff
 from sweepcore.ledger.rows import error_row, trajectory_row
 from sweepcore.ledger.schema import (
@@ -18,6 +17,7 @@ from sweepcore.ledger.schema import (
     TRAJ_DIR,
 )
 from sweepcore.ledger.store import Ledger, join_uri, open_filesystem
+from sweepcore.ledger_errors import CommitError, ConfigChangedError, DamagedFileError, DuplicateKeyError, LedgerError
 
 __all__ = [
     "LEDGER_FORMAT", "MANIFEST", "OBJECT_STORES", "PLAN_FILE", "PLAN_SCHEMA", "QUARANTINE_DIR", "REPAIR_HINT", "REPLACES_META",

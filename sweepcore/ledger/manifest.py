@@ -24,7 +24,6 @@ import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from sweepcore.ledger.errors import DamagedFileError, DuplicateKeyError, LedgerError, _cause
 from sweepcore.ledger.schema import (
     LEDGER_FORMAT,
     MANIFEST,
@@ -35,6 +34,7 @@ from sweepcore.ledger.schema import (
     TRAJ_DIR,
     check_format,
 )
+from sweepcore.ledger_errors import DamagedFileError, DuplicateKeyError, LedgerError, _cause
 from sweepcore.plan import Plan
 
 

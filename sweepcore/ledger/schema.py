@@ -12,7 +12,7 @@ from typing import Any
 import pyarrow as pa
 
 from evalcore.records import LEDGER_SCHEMA
-from sweepcore.ledger.errors import DamagedFileError, LedgerError
+from sweepcore.ledger_errors import DamagedFileError, LedgerError
 
 # What this code writes into the manifest's ``format`` and the newest it reads.
 LEDGER_FORMAT = 1

@@ -58,9 +58,9 @@ import pyarrow.parquet as pq
 from evalcore.records import LEDGER_SCHEMA, STATUS_ERROR
 from sweepcore import lease
 from sweepcore.config import outcome_view
-from sweepcore.ledger.errors import CommitError, ConfigChangedError, DuplicateKeyError, LedgerError, _cause
 from sweepcore.ledger.manifest import ManifestMixin, _now, config_diff
 from sweepcore.ledger.schema import _COLUMNS, _FILE_RE, _REQUIRED, MANIFEST, OBJECT_STORES, REPLACES_META, TMP_DIR, TRAJ_DIR
+from sweepcore.ledger_errors import CommitError, ConfigChangedError, DuplicateKeyError, LedgerError, _cause
 
 # -- filesystems ------------------------------------------------------------------------------
 

@@ -70,12 +70,28 @@ def _modules() -> dict[str, Path]:
     return out
 
 
+def _is_type_checking(node: ast.AST) -> bool:
+    """``if TYPE_CHECKING:`` (or ``typing.TYPE_CHECKING``): a block Python never executes."""
+    if not isinstance(node, ast.If):
+        return False
+    test = node.test
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+
+
 def _imports(module: str, path: Path, modules: dict[str, Path]) -> set[str]:
-    """Every project module ``module`` imports: at the top, inside functions and under
-    ``TYPE_CHECKING`` alike (a lazy or type-only import is still a dependency). ``from a import b``
-    names the submodule ``a.b`` when there is one, else ``a``."""
+    """Every project module ``module`` imports when Python runs it: at the top and inside
+    functions alike (a lazy import still runs, later), not under ``TYPE_CHECKING`` (never run). ``from a import b``
+    names the submodule ``a.b`` when there is one, else ``a``; every package ``__init__`` that
+    Python executes on the way counts too. A module's own parent packages do not (Python has run
+    them before the module itself)."""
     out: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    tree = ast.parse(path.read_text(), str(path))
+    type_only = {id(n) for block in ast.walk(tree) if _is_type_checking(block)
+                 for stmt in block.body for n in ast.walk(stmt)}  # type: ignore[attr-defined]
+    for node in ast.walk(tree):
+        if id(node) in type_only:
+            continue
         if isinstance(node, ast.Import):
             out.update(a.name for a in node.names if a.name in modules)
         elif isinstance(node, ast.ImportFrom):
@@ -87,7 +103,12 @@ def _imports(module: str, path: Path, modules: dict[str, Path]) -> set[str]:
             for alias in node.names:
                 sub = f"{base}.{alias.name}"
                 out.add(sub if sub in modules else base)
-    out.discard(module)
+    # importing ``a.b.c`` runs ``a/__init__.py`` and ``a/b/__init__.py`` first: those are edges too
+    for name in list(out):
+        parts = name.split(".")
+        out.update(".".join(parts[:i]) for i in range(1, len(parts)))
+    own = module.split(".")
+    out -= {".".join(own[:i]) for i in range(1, len(own) + 1)}
     return out & set(modules)
 
 
@@ -178,7 +199,12 @@ def _ray_imports(path: Path) -> set[str]:
     """The Ray modules ``path`` imports anywhere (lazy and type-only included), and for ``from ray.x
     import y`` also ``ray.x.y``."""
     out: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    tree = ast.parse(path.read_text(), str(path))
+    type_only = {id(n) for block in ast.walk(tree) if _is_type_checking(block)
+                 for stmt in block.body for n in ast.walk(stmt)}  # type: ignore[attr-defined]
+    for node in ast.walk(tree):
+        if id(node) in type_only:
+            continue
         if isinstance(node, ast.Import):
             out |= {a.name for a in node.names if a.name.split(".")[0] == "ray"}
         elif isinstance(node, ast.ImportFrom) and not node.level and (node.module or "").split(".")[0] == "ray":
@@ -244,3 +270,29 @@ def test_the_private_api_scan_finds_each_form(tmp_path):
     found = _private_uses(src)
     assert {"ray._private.state", "ray.serve.context._get_global_client", "ray._private.worker"} <= set(found)
     assert "ray.llm._internal" in found and not any("serve" == f.split(".")[-1] for f in found)
+
+
+def test_a_package_init_is_an_edge_and_a_type_only_import_is_not(tmp_path):
+    probe = tmp_path / "m.py"
+    probe.write_text("from typing import TYPE_CHECKING\nfrom sweepcore.ledger.store import Ledger\n"
+                     "if TYPE_CHECKING:\n    import cluster.runtime\n")
+    deps = _imports("x.m", probe, _modules())
+    assert {"sweepcore.ledger.store", "sweepcore.ledger", "sweepcore"} <= deps
+    assert "cluster.runtime" not in deps
+
+
+def test_reading_a_config_and_planning_a_real_model_load_no_simulator():
+    """The simulator is a test double: a sweep of real models never imports it (nor the
+    mutation operators it draws from), from reading the config through planning."""
+    probe = (
+        "import sys, sweepcore.config\n"
+        "before = sorted(m for m in sys.modules if m.startswith(('evalcore.sim', 'evalcore.mutation')))\n"
+        "import jobs.sweep\n"
+        "rc = jobs.sweep.main(['models=[Qwen3-0.6B]', 'methods=[direct,opticycle]', 'benchmarks=[sample]',\n"
+        "                      'plan_only=true'])\n"
+        "after = sorted(m for m in sys.modules if m.startswith(('evalcore.sim', 'evalcore.mutation')))\n"
+        "print('RESULT', rc, before, after)\n")
+    out = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    line = next(ln for ln in out.stdout.splitlines() if ln.startswith("RESULT"))
+    assert line == "RESULT 0 [] []", out.stdout[-2000:]

@@ -7,17 +7,18 @@ import pytest
 from evalcore import extraction, grading, rewards
 from evalcore.harnesses import get_harness, register_harness
 from evalcore.harnesses.direct import Direct
-from evalcore.harnesses.registry import HARNESSES
+from evalcore.harnesses.registry import HARNESSES, REGISTRY
+from evalcore.registry import Registry
 from evalcore.rewards import RewardItem, register_scheme
 from evalcore.sandbox.types import ExecResult
 
 
 @pytest.fixture
 def cleanup():
-    added: list[tuple[dict, str]] = []
+    added: list[tuple[Registry, str]] = []
     yield added
     for table, name in added:
-        table.pop(name, None)
+        table.remove(name)
 
 
 def test_a_registered_grading_profile_grades(cleanup):
@@ -63,7 +64,7 @@ def test_a_harness_name_is_taken_once(cleanup):
     class Mine(Direct):
         name = "mine_for_test"
 
-    cleanup.append((HARNESSES, "mine_for_test"))
+    cleanup.append((REGISTRY, "mine_for_test"))
     mine = register_harness(Mine())
     assert get_harness("mine_for_test") is mine and HARNESSES["mine_for_test"] is mine
 

@@ -10,6 +10,7 @@ import pytest
 from evalcore.harnesses._common import PROMPTS_DIR, fenced_blocks, load_prompt, render
 from evalcore.models import CallMeta, OpenAIChatModel, Sampling
 from evalcore.models.openai_backend import HARNESS_HEADER, STAGE_HEADER
+from evalcore.registry import UnknownNameError
 from evalcore.sim.policy import STAGE_HANDLERS, SimulatedModel, register_stage, stage_handler
 from tests.models.conftest import FakeOpenAIServer, chat_response
 
@@ -54,10 +55,14 @@ def test_simulated_policy_dispatches_on_meta_not_on_the_prompt(sample):
     model = SimulatedModel(policy="always_correct")
     as_formulate = model.respond(msgs, 1, CallMeta("optistate", "formulate"))
     assert fenced_blocks(as_formulate, "formulation") and not fenced_blocks(as_formulate, "python")
-    # the same messages without meta (or an unknown harness) are answered like direct: a program
-    for meta in (None, CallMeta("no_such_harness", "act")):
-        text = model.respond(msgs, 1, meta)
-        assert fenced_blocks(text, "python") and not fenced_blocks(text, "formulation")
+    # the same messages without meta are answered like direct: a program
+    text = model.respond(msgs, 1, None)
+    assert fenced_blocks(text, "python") and not fenced_blocks(text, "formulation")
+    # a harness the simulator has no stages for is an error naming the pair, never "like direct"
+    with pytest.raises(UnknownNameError, match="'no_such_harness/act'.*optistate/formulate"):
+        model.respond(msgs, 1, CallMeta("no_such_harness", "act"))
+    with pytest.raises(UnknownNameError, match="'optistate/nope'"):
+        model.respond(msgs, 1, CallMeta("optistate", "nope"))
 
 
 def test_register_stage_lets_a_harness_module_add_its_handlers(sample):
