@@ -21,6 +21,7 @@ import sys
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from importlib.metadata import entry_points
+from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 ENTRY_POINT_GROUP = "opteval"
@@ -198,3 +199,30 @@ class Registry(Mapping[str, T], Generic[T]):
 
     def __repr__(self) -> str:
         return f"Registry({self.kind!r}, {len(self._objects)} loaded, {len(self._lazy)} lazy)"
+
+
+# -- method and benchmark YAMLs from outside configs/ ----------------------------------------------
+# A method or benchmark is a YAML file (configs/<kind>/<name>.yaml in the checkout or the wheel).
+# One given by path on the command line (``methods=[path.yaml]``) or by a plugin
+# (:func:`register_config_file`) is registered here by name; the config reader looks here first.
+CONFIG_FILES: dict[str, Registry[Path]] = {
+    "methods": Registry("method file"),
+    "benchmarks": Registry("benchmark file"),
+}
+
+
+def register_config_file(kind: str, path: str | Path, name: str | None = None) -> str:
+    """Register a method or benchmark YAML under ``name`` (default: the file's stem); returns the
+    name. The same file again is a no-op; another file under a taken name is an error."""
+    if kind not in CONFIG_FILES:
+        raise RegistryError(f"config file kind {kind!r}: expected one of {sorted(CONFIG_FILES)}")
+    file = Path(path).expanduser().resolve()
+    if not file.is_file():
+        raise RegistryError(f"{kind}: no such file {str(file)!r}")
+    key = name or file.stem
+    reg = CONFIG_FILES[kind]
+    old = reg.loaded().get(key)
+    if old is not None and old != file:
+        raise RegistryError(f"{reg.kind} {key!r} is already registered as {str(old)!r}")
+    reg.add(key, file, replace=True)
+    return key

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -23,6 +24,51 @@ SHARED_BENCHMARKS = SIBLING_BENCHMARKS  # kept for older imports
 MARKER_FILE = "nl4opt.jsonl"  # present in any complete normalized data directory
 HOW_TO_GET = ("public benchmark files not found ($OPTEVAL_DATA, or CI's copy beside the checkout): "
               "run `opteval data fetch all` (or set OPTEVAL_DATA to a directory holding them) to run this test")
+
+
+# -- tiers by cost (docs/testing.md) ------------------------------------------------------------
+# The README's test command runs the fast tier: no Ray, no Serve, no subprocess. A test that
+# needs any of them is in the `integration` tier (.ci/run runs it right after): marked by hand,
+# or here by the fixtures that start one. The guard below fails a fast-tier test that starts a
+# subprocess (Ray and Serve start theirs too), so the fast tier stays what it claims.
+INTEGRATION_FIXTURES = frozenset({
+    "ray_cluster",       # tests/cluster: a local Ray with Serve
+    "local_executor",    # the sandbox's fork server
+    "executor", "run_harness", "run_many",  # tests/harnesses: harnesses over that fork server
+    "server",            # tests/sandbox: a fork server per user kind
+    "demo",              # tests/view: a whole demo sweep
+    "tier_ray",          # tests/vllm
+})
+
+
+INTEGRATION_LIST = Path(__file__).parent / "integration_tests.txt"
+
+
+def _listed() -> frozenset[str]:
+    """``<file under tests/>::<test function>`` lines of tests/integration_tests.txt."""
+    lines = INTEGRATION_LIST.read_text().splitlines()
+    return frozenset(ln.strip() for ln in lines if ln.strip() and not ln.startswith("#"))
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    listed = _listed()
+    for item in items:
+        where = f"{Path(str(item.path)).relative_to(REPO / 'tests').as_posix()}::{getattr(item, 'originalname', item.name)}"
+        if (where in listed or INTEGRATION_FIXTURES & set(getattr(item, "fixturenames", ()))
+                or item.get_closest_marker("ray")):
+            item.add_marker(pytest.mark.integration)
+
+
+@pytest.fixture(autouse=True)
+def _fast_tier_starts_no_subprocess(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    if request.node.get_closest_marker("integration") or request.node.get_closest_marker("faults"):
+        return
+    node = request.node.nodeid
+
+    def refuse(self: subprocess.Popen, args: object, *rest: object, **kw: object) -> None:
+        pytest.fail(f"{node} starts a subprocess ({args!r:.120}): mark it `integration` (docs/testing.md)")
+
+    monkeypatch.setattr(subprocess.Popen, "__init__", refuse)
 
 
 def find_benchmarks() -> Path | None:

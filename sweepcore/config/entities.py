@@ -17,8 +17,9 @@ from evalcore.harnesses.registry import REGISTRY as HARNESS_REGISTRY
 from evalcore.harnesses.registry import get_harness
 from evalcore.models.contract import SYSTEM_MODES
 from evalcore.problems import REGISTRY, register_local_benchmark
+from evalcore.registry import RegistryError, register_config_file
 from sweepcore.backends import BACKENDS, Where, backend_of
-from sweepcore.config.files import _NAME_RE, _check, _known, _merge, _read_yaml, configs_dir
+from sweepcore.config.files import _NAME_RE, _check, _known, _merge, _read_yaml, configs_dir, entity_path
 from sweepcore.config.schema import BenchmarkConfig, MethodConfig, ModelConfig, as_plain
 from sweepcore.config_errors import ConfigError
 from sweepcore.config_errors import hint as _hint
@@ -31,19 +32,19 @@ def _model_exists(name: str) -> bool:
 
 
 def _method_exists(name: str) -> bool:
-    return (configs_dir() / "methods" / f"{name}.yaml").is_file()
+    return entity_path("methods", name).is_file()
 
 
 def benchmark_known(slug: str) -> bool:
     """A slug with a configs/benchmarks yaml, or one evalcore.problems.REGISTRY knows."""
-    return (configs_dir() / "benchmarks" / f"{slug}.yaml").is_file() or slug in REGISTRY
+    return entity_path("benchmarks", slug).is_file() or slug in REGISTRY
 
 
 # -- model / method / benchmark configs ----------------------------------------------------------
 
 
 def _load_entity(kind: str, name: str, schema: type, name_key: str) -> DictConfig:
-    path = configs_dir() / kind / f"{name}.yaml"
+    path = entity_path(kind, name)
     if not path.is_file():
         raise ConfigError(f"{name}: no {path}{_hint(name, _known(kind))}")
     node = _merge(OmegaConf.structured(schema), _read_yaml(path), str(path))
@@ -62,7 +63,7 @@ def _cached(kind: str, name: str, build: Callable[[str], T]) -> T:
     """Validated entity configs are cached per file state and returned read-only (frozen
     dataclasses, or a read-only DictConfig): planning asks for them hundreds of times and
     OmegaConf construction is slow."""
-    path = configs_dir() / kind / f"{name}.yaml"
+    path = entity_path(kind, name)
     try:
         st = path.stat()
         sig: tuple[Any, ...] = (st.st_mtime_ns, st.st_size)
@@ -127,13 +128,37 @@ _MODEL_SUFFIXES = (".yaml", ".yml")
 
 
 def _take_models(data: Any, where: str) -> Any:
-    """``models`` of a config layer with every path or mapping entry registered and replaced by
-    its name (what the plan, the ledger keys and the reports use)."""
-    if not isinstance(data, dict) or not isinstance(data.get("models"), list):
+    """``models``, ``methods`` and ``benchmarks`` of a config layer with every path (and, for
+    models, every mapping) entry registered and replaced by its name (what the plan, the ledger
+    keys and the reports use)."""
+    if not isinstance(data, dict):
         return data
     out = dict(data)
-    out["models"] = [_given_model(entry, i, where) for i, entry in enumerate(data["models"])]
+    if isinstance(data.get("models"), list):
+        out["models"] = [_given_model(entry, i, where) for i, entry in enumerate(data["models"])]
+    for kind in ("methods", "benchmarks"):
+        if isinstance(data.get(kind), list):
+            out[kind] = [_given_file(kind, entry, i, where) for i, entry in enumerate(data[kind])]
     return out
+
+
+def _given_file(kind: str, entry: Any, i: int, where: str) -> Any:
+    """A method or benchmark YAML given by path: registered under its stem (a benchmark's slug,
+    a method's name), which is what the rest of the sweep sees."""
+    if not (isinstance(entry, str) and (entry.endswith(_MODEL_SUFFIXES) or "/" in entry)):
+        return entry
+    path = Path(entry).expanduser()
+    if not path.is_file():
+        raise ConfigError(f"{kind}[{i}]: no such {kind[:-1]} file {entry!r} (relative to {Path.cwd()}) [{where}]")
+    path = path.resolve()
+    own = configs_dir() / kind / f"{path.stem}.yaml"
+    if own.is_file() and own.resolve() != path:
+        raise ConfigError(f"{kind}[{i}]: {path.stem!r} is also configs/{kind}/{path.stem}.yaml: "
+                          f"give this file another name [{where}]")
+    try:
+        return register_config_file(kind, path)
+    except RegistryError as exc:
+        raise ConfigError(f"{kind}[{i}]: {exc} [{where}]") from None
 
 
 def _given_model(entry: Any, i: int, where: str) -> Any:
@@ -194,7 +219,7 @@ def method_config(name: str) -> MethodConfig:
 
 def _build_method_config(name: str) -> MethodConfig:
     node = _load_entity("methods", name, MethodConfig, "name")
-    path = configs_dir() / "methods" / f"{name}.yaml"
+    path = entity_path("methods", name)
     for section in ("budgets", "limits"):
         for key, v in node[section].items():
             _check(v is None or v > 0, f"{section}.{key} [{path}]", f"must be > 0, got {v!r}")
@@ -235,13 +260,13 @@ def benchmark_config(slug: str) -> BenchmarkConfig:
 
 
 def _build_benchmark_config(slug: str) -> BenchmarkConfig:
-    path = configs_dir() / "benchmarks" / f"{slug}.yaml"
+    path = entity_path("benchmarks", slug)
     if path.is_file():
         bench = OmegaConf.to_object(_load_entity("benchmarks", slug, BenchmarkConfig, "slug"))
         assert isinstance(bench, BenchmarkConfig)
     elif slug in REGISTRY:
         base = slug.split("@", 1)[0]
-        inherited = base != slug and (configs_dir() / "benchmarks" / f"{base}.yaml").is_file()
+        inherited = base != slug and entity_path("benchmarks", base).is_file()
         bench = BenchmarkConfig(slug=slug, samples=benchmark_config(base).samples if inherited else None)
     else:
         raise ConfigError(f"{slug}: no {path}{_hint(slug, _known('benchmarks'))}")

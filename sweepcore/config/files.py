@@ -11,6 +11,7 @@ import yaml
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from evalcore.registry import CONFIG_FILES
 from sweepcore.config_errors import ConfigError
 from sweepcore.config_errors import hint as _hint
 
@@ -43,7 +44,17 @@ def configs_dir() -> Path:
 
 def _known(kind: str) -> list[str]:
     d = configs_dir() / kind
-    return sorted(p.stem for p in d.glob("*.yaml")) if d.is_dir() else []
+    own = {p.stem for p in d.glob("*.yaml")} if d.is_dir() else set()
+    return sorted(own | set(CONFIG_FILES[kind].names() if kind in CONFIG_FILES else ()))
+
+
+def entity_path(kind: str, name: str) -> Path:
+    """Where the ``kind`` (methods, benchmarks, models) config ``name`` is read from: a file
+    registered by path or by a plugin (evalcore.registry.CONFIG_FILES), else configs/<kind>/."""
+    files = CONFIG_FILES.get(kind)
+    if files is not None and name in files:
+        return files[name]
+    return configs_dir() / kind / f"{name}.yaml"
 
 
 # -- OmegaConf plumbing ---------------------------------------------------------------------
