@@ -467,8 +467,10 @@ class Tracker:
                 d.mkdir()
                 import pyarrow.parquet as pq
 
-                pq.write_table(table.filter(mask), d / "trajectories.parquet", compression="zstd")
+                cell = table.filter(mask)
+                pq.write_table(cell, d / "trajectories.parquet", compression="zstd")
                 part = summary[(summary["model"] == model) & (summary["method"] == method)]
+                self._final_progress(run_id, cell, int(part["planned"].sum()), ts)
                 if "simulated" in part.columns and bool(part["simulated"].fillna(False).any()):
                     self.client.set_tag(run_id, SIMULATED_TAG, "true")
                     self.client.set_tag(self.parent_id, SIMULATED_TAG, "true")
@@ -478,9 +480,24 @@ class Tracker:
             total = {"planned": float(summary["planned"].sum()), "missing": float(summary["missing"].sum()),
                      "committed": float(table.num_rows)}
             self._log_metrics(self.parent_id, total, 0, ts)
+            done = int(total["planned"] - total["missing"])
+            self._log_metrics(self.parent_id, {"progress/done": done, "progress/planned": total["planned"]},
+                              done, ts)
             (Path(tmp) / "results.md").write_text(results_markdown(summary, self.sweep))
             self.client.log_artifact(self.parent_id, str(Path(tmp) / "results.md"))
         self.synced = True
+
+    def _final_progress(self, run_id: str, cell: pa.Table, planned: int, ts: int) -> None:
+        """``progress/*`` as the ledger ends the cell: the periodic snapshots stop short of the
+        end (a finished cell showed ``progress/frac=0.40``). Logged at step=done, which no
+        snapshot passed (MLflow's latest value is the highest step's), with the results' stable
+        time so a re-sync of an unchanged ledger adds no row."""
+        done = cell.num_rows
+        correct = int(pc.sum(cell.column("correct")).as_py() or 0) if done else 0
+        m = {"progress/done": done, "progress/acc": correct / done if done else 0.0}
+        if planned:
+            m["progress/frac"] = done / planned
+        self._log_metrics(run_id, m, done, ts)
 
     def log_traces(self, table: pa.Table, plan: pa.Table, budget_s: float | None = None) -> tuple[int, int] | None:
         """Trajectories as traces on their child runs (sweepcore/tracking/traces.py): (logged, left), None when off.
