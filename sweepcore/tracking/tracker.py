@@ -52,6 +52,7 @@ from sweepcore.backends import BACKEND_KEY, is_simulated
 from sweepcore.config import ConfigError, SweepConfig, as_plain, model_config, overlay
 from sweepcore.ledger import Ledger, open_filesystem
 from sweepcore.ledger.manifest import _version as _ledger_version
+from sweepcore.tracking.library_logs import route_library_logs, sqlite_problem
 
 log = logging.getLogger("opteval.tracking")
 
@@ -325,6 +326,12 @@ class Tracker:
                    enabled=cfg.tracking.enabled, traces=cfg.tracking.traces,
                    traces_per_cell=cfg.tracking.traces_per_cell)
 
+    def log_dir(self) -> str | None:
+        """The sweep's directory beside the ledger (for MLflow's own log), None off local disk."""
+        if "://" in self.output_dir and not self.output_dir.startswith("file://"):
+            return None
+        return os.path.join(self.output_dir.removeprefix("file://"), self.sweep)
+
     @property
     def active(self) -> bool:
         return self.enabled and self.client is not None and self.parent_id is not None
@@ -360,6 +367,7 @@ class Tracker:
     def _start(self, resolved: Mapping[str, Any], fingerprint: str, pairs: list[tuple[str, str]]) -> None:
         from mlflow.tracking import MlflowClient
 
+        route_library_logs(self.log_dir())  # after mlflow's import, which sets its loggers up
         client = MlflowClient(tracking_uri=self.uri)
         exp = client.get_experiment_by_name(self.experiment)
         if exp is None:
@@ -653,8 +661,8 @@ def end_line(tracker: Tracker | None) -> str | None:
     if tracker.active and tracker.synced:
         return (f"[sweep] MLflow holds every result of this sweep ({len(tracker.children)} runs, logged from the "
                 "ledger)")
-    return (f"[sweep] MLflow does NOT hold all results ({tracker.uri}: "
-            f"{getattr(tracker, 'last_error', None) or 'not reachable or too slow'}); the ledger does. Re-log with: "
+    why = sqlite_problem(tracker.uri) or getattr(tracker, 'last_error', None) or 'not reachable or too slow'
+    return (f"[sweep] MLflow does NOT hold all results ({tracker.uri}: {why}); the ledger does. Re-log with: "
             f"{sync_command(tracker.sweep, tracker.output_dir, tracker.uri)}")
 
 
