@@ -197,8 +197,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     rt = connect(None, num_cpus=args.num_cpus)
     stop = threading.Event()
+    got: list[int] = []
+
+    def _stop(signum: int, _frame: object) -> None:
+        got.append(signum)
+        stop.set()
+
     for sig in (signal.SIGINT, signal.SIGTERM):  # after ray.init, which installs its own
-        signal.signal(sig, lambda *_: stop.set())
+        signal.signal(sig, _stop)
     try:
         url = rewards_app.deploy(cfg, args.port, args.host, token)
         print(f"rewards: serving POST {url} (executors {cfg.min_executors}..{cfg.max_executors}, "
@@ -208,7 +214,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
             pass
     finally:
         disconnect(rt)
-    return 0
+    # The only way out of the loop is a signal: a stopped service is "interrupted" (docs/errors.md)
+    print(f"rewards: stopped (signal {got[0] if got else '?'})", file=sys.stderr, flush=True)
+    return EXIT_INTERRUPTED
 
 
 # -- CLI -------------------------------------------------------------------------------------

@@ -39,6 +39,7 @@ EXIT_INTERRUPTED = 130
 EXIT_COMMIT = 3
 EXIT_STARTUP = 5  # Ray did not start (its start-up timed out on every attempt): retry later; also
 # cluster/driver/run.py's EXIT_CLUSTER_LOST: the local cluster it started stopped under the sweep
+EXIT_ENDPOINT = 6  # a served model's endpoint gave no proper answer to the preflight (down or flaky)
 
 FORMS = """\
 usage: python jobs/sweep.py [CONFIG.yaml] [key=value ...]     (the same: opteval sweep ...)
@@ -112,6 +113,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _main(argv: list[str] | None) -> int:
     from cluster.driver import signals
+    from cluster.driver.preflight import EndpointUnanswered
     from cluster.runtime import RayStartupError
     from cluster.serve.serve_apps import ModelNotReady
     from evalcore.problems import BenchmarkLoadError
@@ -159,6 +161,9 @@ def _main(argv: list[str] | None) -> int:
     except ModelNotReady as exc:  # a deploy failed or timed out; its apps are torn down already
         print(f"model error: {_one_line(exc)}", file=sys.stderr, flush=True)
         return EXIT_CONFIG
+    except EndpointUnanswered as exc:  # transient or down, not bad input: rerun when it answers
+        print(f"endpoint error: {_one_line(exc)}", file=sys.stderr, flush=True)
+        return EXIT_ENDPOINT
 
 
 def _one_line(exc: BaseException) -> str:

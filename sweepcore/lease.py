@@ -4,7 +4,8 @@ Why: two drivers on one ``sweep.name`` both believed they owned the ledger, wrot
 same keys twice and deleted each other's files. The lease is ``<sweep>/lease.json``
 holding the owner (a random id), host, pid, when it was taken and its last heartbeat.
 
-- Local and shared POSIX filesystems: taken by an exclusive create (``O_CREAT|O_EXCL``),
+- Local and shared POSIX filesystems: taken by linking a fully written temporary file into
+  place (``link`` fails if the lease exists, and no reader ever sees it half written),
   beaten by write-temp-then-rename after checking the file is still ours.
 - Object stores (S3): a conditional PUT (``If-None-Match: *`` to take it, ``If-Match:
   <etag>`` to beat or take over a stale one) through boto3, since pyarrow's filesystem
@@ -78,6 +79,13 @@ def describe(info: dict[str, Any]) -> str:
 # -- stores: create-if-absent, read, replace-if-unchanged, delete --------------------------
 
 
+def _unlink_quietly(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
 class LocalStore:
     """The lease file on a POSIX filesystem (local disk, NFS, a shared volume)."""
 
@@ -86,6 +94,35 @@ class LocalStore:
         self.where = path
 
     def create(self, body: bytes) -> Any:
+        """Write the whole lease to a temporary file, then link it into place: the link either
+        fails (someone holds it) or shows a complete lease to every reader at once. An exclusive
+        create written afterwards left a moment where a reader saw an empty file, judged it
+        stale and took it over (both contenders then "held" it)."""
+        tmp = self._write_tmp(body)
+        try:
+            os.link(tmp, self.path)
+        except FileExistsError:
+            return None
+        except OSError:  # a filesystem without hard links: exclusive create, written after
+            return self._create_in_place(body)
+        finally:
+            _unlink_quietly(tmp)
+        info = json.loads(body)
+        return info["owner"], info["heartbeat_at"]
+
+    def _write_tmp(self, body: bytes) -> str:
+        tmp = f"{self.path}.{uuid.uuid4().hex[:8]}.tmp"
+        try:
+            with open(tmp, "wb") as f:
+                f.write(body)
+                f.flush()
+                os.fsync(f.fileno())
+        except OSError:
+            _unlink_quietly(tmp)
+            raise
+        return tmp
+
+    def _create_in_place(self, body: bytes) -> Any:
         try:
             fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
         except FileExistsError:
@@ -101,30 +138,28 @@ class LocalStore:
         try:
             with open(self.path, "rb") as f:
                 data = f.read()
+                mtime = os.fstat(f.fileno()).st_mtime
         except FileNotFoundError:
             return None
         try:
             info = json.loads(data)
         except ValueError:
-            info = {"owner": "?", "host": "?", "pid": "?", "heartbeat_at": "unreadable"}
+            # Empty or torn: judged by the file's age, so a lease still being written (the
+            # in-place fallback above) is held, and one a crash left garbled goes stale.
+            when = _dt.datetime.fromtimestamp(mtime, _dt.UTC).isoformat()
+            info = {"owner": "?", "host": "?", "pid": "?", "heartbeat_at": when}
+            return info, ("?", "unreadable")
         return info, (info.get("owner"), info.get("heartbeat_at"))
 
     def replace(self, body: bytes, token: Any) -> Any:
         cur = self.read()
         if cur is None or cur[1] != token:
             return None
-        tmp = f"{self.path}.{uuid.uuid4().hex[:8]}.tmp"
+        tmp = self._write_tmp(body)
         try:
-            with open(tmp, "wb") as f:
-                f.write(body)
-                f.flush()
-                os.fsync(f.fileno())
             os.replace(tmp, self.path)
         except OSError:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
+            _unlink_quietly(tmp)
             raise
         info = json.loads(body)
         return info.get("owner"), info.get("heartbeat_at")

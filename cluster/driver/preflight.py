@@ -9,12 +9,18 @@ plan as the prompt) finds that in seconds, and the sweep stops before dispatch w
 naming the model, the field and what the server said (exit 2). Where the server's
 ``/v1/models`` gives ``max_model_len`` the ``max_tokens`` is checked against it before sending.
 
+A request that gets no proper answer (refused connection, timeout, 5xx, a garbled body, after
+the client's own retries) is tried ``PREFLIGHT_TRIES`` times; still none is
+:class:`EndpointUnanswered` (its own exit code, 6): a transient or a server that is down, not bad
+input. Only a refusal of the request itself (a 4xx) is a configuration error.
+
 Only models reached over HTTP at a real server are checked (``openai``, and ``vllm`` apps this
 cluster deployed); the simulated policy and its stand-ins never refuse, so they pass. No Ray
 import.
 """
 from __future__ import annotations
 
+import asyncio
 import os
 from dataclasses import dataclass, replace
 from typing import Any
@@ -22,7 +28,7 @@ from typing import Any
 from cluster.driver.prepare import Prepared
 from evalcore.finish_reasons import rejection
 from evalcore.harnesses._common import stage_sampling
-from evalcore.models.base import Message, ModelError, Sampling
+from evalcore.models.base import EndpointFailure, Message, ModelError, Sampling
 from sweepcore import config as cconf
 from sweepcore.backends import BACKEND_KEY, backend_of
 from sweepcore.config_errors import ConfigError
@@ -31,10 +37,17 @@ from sweepcore.endpoint import Endpoint
 INSTRUCTION = "Reply with the single word OK. (A connectivity check; the problem below needs no answer.)"
 MODELS_TIMEOUT_S = 30.0
 _MAX_TOKENS_HINT = "set sampling.max_tokens or serve with a longer context"
+PREFLIGHT_TRIES = 3  # each try is a whole client call, with the model's own retries inside
+PREFLIGHT_PAUSE_S = 2.0  # between tries
 
 
 class PreflightError(ConfigError):
     """A served model refused the sweep's request shape: a configuration error (exit 2)."""
+
+
+class EndpointUnanswered(Exception):
+    """The preflight request got no proper answer on any try (no connection, time-outs, 5xx, a
+    body that is not a completion): the endpoint is down or flaky, not misconfigured (exit 6)."""
 
 
 @dataclass(frozen=True)
@@ -99,8 +112,12 @@ async def _check(prep: Prepared, model: str, ep: Endpoint) -> None:
     print(f"[sweep] preflight {model}: one request as the sweep sends it (max_tokens={shape.sampling.max_tokens}, "
           f"{shape.where})", flush=True)
     try:
-        completion = await client.chat(messages_for(prep, model), shape.sampling, shape.seed)
-    except ModelError as exc:
+        completion = await _answered(client, prep, model, shape)
+    except EndpointFailure as exc:
+        raise EndpointUnanswered(f"model {model!r}: the endpoint did not answer properly to the sweep's first "
+                                 f"request ({PREFLIGHT_TRIES} tries, {shape.where}): "
+                                 f"{' '.join(str(exc).split())}") from None
+    except ModelError as exc:  # refused outright (401, 404, ...): not retried, a configuration fault
         raise PreflightError(f"model {model!r}: the sweep's first request failed ({shape.where}): "
                              f"{' '.join(str(exc).split())}") from None
     finally:
@@ -112,6 +129,20 @@ async def _check(prep: Prepared, model: str, ep: Endpoint) -> None:
         status, text = refused
         raise PreflightError(f"model {model!r}: {_fields(body, text)}the server refused the sweep's request "
                              f"with HTTP {status}: {text} ({shape.where}): {_hint(body, text)}")
+
+
+async def _answered(client: Any, prep: Prepared, model: str, shape: Shape) -> Any:
+    """The preflight's completion, tried ``PREFLIGHT_TRIES`` times through transient failures."""
+    for attempt in range(PREFLIGHT_TRIES):
+        try:
+            return await client.chat(messages_for(prep, model), shape.sampling, shape.seed)
+        except EndpointFailure as exc:
+            if attempt + 1 == PREFLIGHT_TRIES:
+                raise
+            print(f"[sweep] preflight {model}: no proper answer ({' '.join(str(exc).split())[-160:]}); "
+                  f"trying again in {PREFLIGHT_PAUSE_S:g} s", flush=True)
+            await asyncio.sleep(PREFLIGHT_PAUSE_S)
+    raise AssertionError("unreachable")
 
 
 def _fields(body: dict[str, Any], text: str) -> str:

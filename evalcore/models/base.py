@@ -64,6 +64,14 @@ class ModelError(Exception):
     """The model endpoint failed (after retries). Infrastructure, not the program's fault."""
 
 
+class EndpointFailure(ModelError):
+    """The endpoint did not answer properly on any attempt: no answer (refused connection,
+    timeout, a dropped reply), a 408/429/5xx, or a 200 whose body was not a completion.
+
+    Why its own class: such a failure is transient, unlike a refusal of the request (a 4xx
+    the client does not retry); the preflight tells the two apart (a different exit code)."""
+
+
 @runtime_checkable
 class ChatModel(Protocol):
     name: str

@@ -32,7 +32,7 @@ from typing import Any
 
 import httpx
 
-from evalcore.models.base import CallMeta, Completion, Message, ModelError, Sampling, Usage
+from evalcore.models.base import CallMeta, Completion, EndpointFailure, Message, ModelError, Sampling, Usage
 
 log = logging.getLogger(__name__)
 
@@ -41,9 +41,11 @@ SIMULATED_FINGERPRINT = "opteval-simulated"
 # servers ignore unknown headers, the simulated policy's Serve app reads them.
 HARNESS_HEADER = "X-Opteval-Harness"
 STAGE_HEADER = "X-Opteval-Stage"
-# Error classes. Infrastructure (retried with backoff, then ModelError -> status=error with
-# the reason): 408 request timeout (Ray's ingress ends long requests with it), 429 rate
-# limit, every 5xx, connection errors and client timeouts.
+# Error classes. Infrastructure (retried with backoff, then EndpointFailure, a ModelError ->
+# status=error with the reason): 408 request timeout (Ray's ingress ends long requests with
+# it), 429 rate limit, every 5xx, connection errors, client timeouts, and a 200 whose body is
+# not a completion (truncated or garbled JSON: one bad body costs one retried call, not the
+# whole trajectory).
 RETRY_STATUSES = frozenset({408, 429})
 # The model's failure for this call (not retried, not an error): the request the harness
 # built was refused (finish_reason "rejected: HTTP <status>: <the server's message>", which
@@ -78,6 +80,11 @@ class OpenAISection:
 class TransportFailure(Exception):
     """A request that got no HTTP-level answer (connection refused, timeout, a lost replica):
     infrastructure, retried with backoff, then ``ModelError``."""
+
+
+class MalformedResponse(Exception):
+    """A 200 whose body is not a chat completion (truncated or garbled JSON, no ``choices``):
+    retried like a 5xx."""
 
 
 class ChatCompletionsModel:
@@ -164,18 +171,24 @@ class ChatCompletionsModel:
                 last = str(exc)
             else:
                 if status == 200:
-                    return self._parse(content, time.perf_counter() - start)
-                last = f"HTTP {status}: {_snippet(_text(content))}"
-                if status in MODEL_FAULT_STATUSES:
-                    return self._rejected(f"HTTP {status}: {error_message(content)}", time.perf_counter() - start)
-                if not _retryable(status):
-                    raise ModelError(f"model {self.name!r} at {self.target}: {last} (not retried)")
+                    try:
+                        return self._parse(content, time.perf_counter() - start)
+                    except MalformedResponse as exc:
+                        last = str(exc)
+                else:
+                    last = f"HTTP {status}: {_snippet(_text(content))}"
+                    if status in MODEL_FAULT_STATUSES:
+                        return self._rejected(f"HTTP {status}: {error_message(content)}",
+                                              time.perf_counter() - start)
+                    if not _retryable(status):
+                        raise ModelError(f"model {self.name!r} at {self.target}: {last} (not retried)")
             if attempt + 1 < attempts:
                 delay = self._backoff(attempt, retry_after)
                 log.warning("model %r at %s: %s; retry %d/%d in %.2fs",
                             self.name, self.target, last, attempt + 1, self.max_retries, delay)
                 await asyncio.sleep(delay)
-        raise ModelError(f"model {self.name!r} at {self.target}: failed after {attempts} attempt(s); last: {last}")
+        raise EndpointFailure(f"model {self.name!r} at {self.target}: failed after {attempts} attempt(s); "
+                              f"last: {last}")
 
     # -- response --------------------------------------------------------------------------
 
@@ -192,10 +205,8 @@ class ChatCompletionsModel:
             choice = data["choices"][0]
             message = choice.get("message") or {}
         except (ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
-            raise ModelError(
-                f"model {self.name!r} at {self.target}: malformed response ({type(exc).__name__}: {exc}): "
-                f"{_snippet(_text(content))}"
-            ) from exc
+            raise MalformedResponse(
+                f"malformed response ({type(exc).__name__}: {exc}): {_snippet(_text(content))}") from exc
         reasoning = message.get("reasoning_content") or message.get("reasoning") or None
         return Completion(
             text=message.get("content") or "",

@@ -52,6 +52,7 @@ from sweepcore.backends import BACKEND_KEY, is_simulated
 from sweepcore.config import ConfigError, SweepConfig, as_plain, model_config, overlay
 from sweepcore.ledger import Ledger, open_filesystem
 from sweepcore.ledger.manifest import _version as _ledger_version
+from sweepcore.tracking.library_logs import route_library_logs, sqlite_problem
 
 log = logging.getLogger("opteval.tracking")
 
@@ -325,6 +326,12 @@ class Tracker:
                    enabled=cfg.tracking.enabled, traces=cfg.tracking.traces,
                    traces_per_cell=cfg.tracking.traces_per_cell)
 
+    def log_dir(self) -> str | None:
+        """The sweep's directory beside the ledger (for MLflow's own log), None off local disk."""
+        if "://" in self.output_dir and not self.output_dir.startswith("file://"):
+            return None
+        return os.path.join(self.output_dir.removeprefix("file://"), self.sweep)
+
     @property
     def active(self) -> bool:
         return self.enabled and self.client is not None and self.parent_id is not None
@@ -360,6 +367,7 @@ class Tracker:
     def _start(self, resolved: Mapping[str, Any], fingerprint: str, pairs: list[tuple[str, str]]) -> None:
         from mlflow.tracking import MlflowClient
 
+        route_library_logs(self.log_dir())  # after mlflow's import, which sets its loggers up
         client = MlflowClient(tracking_uri=self.uri)
         exp = client.get_experiment_by_name(self.experiment)
         if exp is None:
@@ -467,8 +475,10 @@ class Tracker:
                 d.mkdir()
                 import pyarrow.parquet as pq
 
-                pq.write_table(table.filter(mask), d / "trajectories.parquet", compression="zstd")
+                cell = table.filter(mask)
+                pq.write_table(cell, d / "trajectories.parquet", compression="zstd")
                 part = summary[(summary["model"] == model) & (summary["method"] == method)]
+                self._final_progress(run_id, cell, int(part["planned"].sum()), ts)
                 if "simulated" in part.columns and bool(part["simulated"].fillna(False).any()):
                     self.client.set_tag(run_id, SIMULATED_TAG, "true")
                     self.client.set_tag(self.parent_id, SIMULATED_TAG, "true")
@@ -478,9 +488,24 @@ class Tracker:
             total = {"planned": float(summary["planned"].sum()), "missing": float(summary["missing"].sum()),
                      "committed": float(table.num_rows)}
             self._log_metrics(self.parent_id, total, 0, ts)
+            done = int(total["planned"] - total["missing"])
+            self._log_metrics(self.parent_id, {"progress/done": done, "progress/planned": total["planned"]},
+                              done, ts)
             (Path(tmp) / "results.md").write_text(results_markdown(summary, self.sweep))
             self.client.log_artifact(self.parent_id, str(Path(tmp) / "results.md"))
         self.synced = True
+
+    def _final_progress(self, run_id: str, cell: pa.Table, planned: int, ts: int) -> None:
+        """``progress/*`` as the ledger ends the cell: the periodic snapshots stop short of the
+        end (a finished cell showed ``progress/frac=0.40``). Logged at step=done, which no
+        snapshot passed (MLflow's latest value is the highest step's), with the results' stable
+        time so a re-sync of an unchanged ledger adds no row."""
+        done = cell.num_rows
+        correct = int(pc.sum(cell.column("correct")).as_py() or 0) if done else 0
+        m = {"progress/done": done, "progress/acc": correct / done if done else 0.0}
+        if planned:
+            m["progress/frac"] = done / planned
+        self._log_metrics(run_id, m, done, ts)
 
     def log_traces(self, table: pa.Table, plan: pa.Table, budget_s: float | None = None) -> tuple[int, int] | None:
         """Trajectories as traces on their child runs (sweepcore/tracking/traces.py): (logged, left), None when off.
@@ -636,8 +661,8 @@ def end_line(tracker: Tracker | None) -> str | None:
     if tracker.active and tracker.synced:
         return (f"[sweep] MLflow holds every result of this sweep ({len(tracker.children)} runs, logged from the "
                 "ledger)")
-    return (f"[sweep] MLflow does NOT hold all results ({tracker.uri}: "
-            f"{getattr(tracker, 'last_error', None) or 'not reachable or too slow'}); the ledger does. Re-log with: "
+    why = sqlite_problem(tracker.uri) or getattr(tracker, 'last_error', None) or 'not reachable or too slow'
+    return (f"[sweep] MLflow does NOT hold all results ({tracker.uri}: {why}); the ledger does. Re-log with: "
             f"{sync_command(tracker.sweep, tracker.output_dir, tracker.uri)}")
 
 

@@ -165,3 +165,30 @@ def test_a_second_ctrl_c_leaves_no_request_generating(ray_cluster, h, tmp_path):
         h.wait_for(lambda: server.open == 0, 30, "no request still generating after the sweep exited")
         assert server.aborted == 3
     assert rc == 130, log.read_text()[-3000:]
+
+
+def _garbled(n: int) -> bool:
+    """30% of replies cut in half, the first (the preflight's) included; never five in a row."""
+    return n == 1 or n % 10 in (3, 6, 9)
+
+
+def test_a_server_garbling_30_percent_of_replies_costs_no_trajectory_retry(ray_cluster, h, tmp_path, capsys):
+    _, port = ray_cluster
+    model = ("[{name: garbled, backend: openai, family: test, openai: {base_url: '{url}', "
+             "model_id: misbehaving, api_key_env: OPTEVAL_TEST_NO_KEY, max_retries: 4, backoff_s: 0.01}}]")
+    with MisbehavingServer(garble=_garbled) as server:
+        args = h.sweep_args(tmp_path, "garbled", port, "tracking.enabled=false", "cluster.retries=2",
+                            models=model.replace("{url}", server.base_url), methods="[direct,opticycle]",
+                            limit=4, samples=1)
+        code = sweep_main(args)
+        chats, garbled = server.chats, server.garbled
+    out, err = capsys.readouterr()
+    df = h.ledger_frame(tmp_path, "garbled")
+    assert code == 0, out[-3000:] + err[-2000:]
+    assert "Traceback" not in err and "config error" not in err, err[-3000:]
+    assert len(df) == 8 and (df["status"] != "error").all(), df[["status", "error"]].to_string()
+    assert (df["attempts"] == 1).all(), df[["key", "attempts", "error"]].to_string()  # no trajectory rerun
+    assert garbled >= 3
+    # every garbled reply was one more request within its call: the calls the ledger holds, the
+    # preflight's one answered request, and the garbled ones are all the server saw
+    assert int(df["n_calls"].sum()) + 1 + garbled == chats

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from cluster.driver.preflight import PreflightError, max_model_len, preflight, request_shape
+from cluster.driver import preflight as preflight_mod
+from cluster.driver.preflight import EndpointUnanswered, PreflightError, max_model_len, preflight, request_shape
 from cluster.driver.prepare import prepare
 from sweepcore.config import load_config
 from sweepcore.endpoint import Endpoint
@@ -60,10 +61,31 @@ def test_models_endpoint_then_one_request(tmp_path, monkeypatch):
         assert longest in body["messages"][0]["content"]
 
 
-def test_a_server_that_is_down_stops_the_sweep(tmp_path, monkeypatch):
+def test_a_server_that_is_down_stops_the_sweep_as_unanswered_not_bad_input(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(preflight_mod, "PREFLIGHT_PAUSE_S", 0.05)
     server = MisbehavingServer()
     url = server.base_url
     server.httpd.server_close()  # never started: connection refused
     prep = _prep(tmp_path, monkeypatch, url)
-    with pytest.raises(PreflightError, match=r"^model 'pre': the sweep's first request failed"):
+    with pytest.raises(EndpointUnanswered, match=r"^model 'pre': the endpoint did not answer properly .*"
+                                                 r"3 tries.*connection error") as err:
         asyncio.run(preflight(prep, {"pre": Endpoint("pre", url, "misbehaving", max_retries=0)}))
+    assert not isinstance(err.value, PreflightError)
+    assert capsys.readouterr().out.count("no proper answer") == 2  # tried again twice, one line each
+
+
+def test_a_garbled_preflight_reply_is_tried_again_and_passes(tmp_path, monkeypatch):
+    monkeypatch.setattr(preflight_mod, "PREFLIGHT_PAUSE_S", 0.05)
+    with MisbehavingServer(garble=lambda n: n <= 2) as server:  # the first two replies truncated
+        prep = _prep(tmp_path, monkeypatch, server.base_url)
+        asyncio.run(preflight(prep, {"pre": _ep(server)}))  # max_retries=0: the preflight's own tries
+        assert server.chats == 3 and server.garbled == 2
+
+
+def test_a_refusal_other_than_400_is_still_bad_input(tmp_path, monkeypatch):
+    with MisbehavingServer(model_id="other", check_model=True) as server:  # 404: no such model
+        prep = _prep(tmp_path, monkeypatch, server.base_url)
+        ep = Endpoint("pre", server.base_url, "misbehaving", api_key_env="OPTEVAL_TEST_NO_KEY", max_retries=2)
+        with pytest.raises(PreflightError, match=r"^model 'pre': the sweep's first request failed.*HTTP 404"):
+            asyncio.run(preflight(prep, {"pre": ep}))
+        assert server.chats == 1  # a refusal is not tried again

@@ -1,7 +1,8 @@
 """A tiny chat-completions server on 127.0.0.1 for backend tests (http.server in a thread).
 
-Each request pops the next scripted step: ``(status, body_dict, delay_s)``; when the
-script is empty the last step repeats. Every request body and header set is recorded.
+Each request pops the next scripted step: ``(status, body_dict, delay_s)`` (raw ``bytes`` for
+a body that is not JSON, e.g. a truncated one); when the script is empty the last step repeats.
+Every request body and header set is recorded.
 """
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ def chat_response(content: str = "hello", usage: dict[str, Any] | None = None, *
 
 class FakeOpenAIServer:
     def __init__(self) -> None:
-        self.script: list[tuple[int, dict[str, Any], float]] = []
+        self.script: list[tuple[int, dict[str, Any] | bytes, float]] = []
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
         self.paths: list[str] = []
@@ -51,7 +52,7 @@ class FakeOpenAIServer:
                 status, body, delay = step
                 if delay:
                     time.sleep(delay)
-                data = json.dumps(body).encode()
+                data = body if isinstance(body, bytes) else json.dumps(body).encode()
                 try:
                     self.send_response(status)
                     self.send_header("Content-Type", "application/json")

@@ -3,8 +3,9 @@
 A 4xx that refuses the request (context overflow, invalid field) is the model's failure for
 that call: the harness sees an empty completion marked ``rejected``, nothing is retried, the
 trajectory may end with no submission (wrong, never missing). 408, 429, 5xx and connection
-errors are infrastructure: retried with backoff, then ModelError (the worker's status=error
-with the reason). Other 4xx (404 wrong model/URL, 401 key) are configuration: ModelError at once.
+errors, and a 200 whose body is not a completion (truncated JSON), are infrastructure: retried
+with backoff, then EndpointFailure, a ModelError (the worker's status=error with the reason).
+Other 4xx (404 wrong model/URL, 401 key) are configuration: ModelError at once.
 """
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import pytest
 
 from evalcore.harnesses.direct import Direct
 from evalcore.models import ModelError, OpenAIChatModel, Sampling
+from evalcore.models.base import EndpointFailure
 
 MESSAGES = [{"role": "user", "content": "Solve it."}]
 OVERFLOW = {"object": "error", "type": "BadRequestError", "code": 400,
@@ -43,7 +45,26 @@ def test_refused_request_is_the_models_failure_not_retried(fake_server, status):
 @pytest.mark.parametrize("status", [408, 429, 500, 503])
 def test_infrastructure_statuses_are_retried_then_error(fake_server, status):
     fake_server.script = [(status, {"error": {"message": "busy"}}, 0)]
-    with pytest.raises(ModelError, match=f"failed after 3 attempt.*HTTP {status}"):
+    with pytest.raises(EndpointFailure, match=f"failed after 3 attempt.*HTTP {status}"):
+        _chat(_model(fake_server.base_url, max_retries=2))
+    assert len(fake_server.requests) == 3
+
+
+TRUNCATED = b'{"id": "cmpl-1", "object": "chat.completion", "choices": [{"index": 0, "message": {"ro'
+
+
+@pytest.mark.parametrize("body", [TRUNCATED, {"id": "cmpl-1", "object": "chat.completion"}],
+                         ids=["truncated-json", "no-choices"])
+def test_a_malformed_200_is_retried_within_the_call(fake_server, make_response, body):
+    """One garbled body costs one retried request, not the call (nor the trajectory)."""
+    fake_server.script = [(200, body, 0), (200, make_response("ok"), 0)]
+    comp = _chat(_model(fake_server.base_url, max_retries=2))
+    assert comp.text == "ok" and len(fake_server.requests) == 2
+
+
+def test_malformed_on_every_attempt_is_an_endpoint_failure(fake_server):
+    fake_server.script = [(200, TRUNCATED, 0)]
+    with pytest.raises(EndpointFailure, match="failed after 3 attempt.*malformed response"):
         _chat(_model(fake_server.base_url, max_retries=2))
     assert len(fake_server.requests) == 3
 
@@ -56,9 +77,10 @@ def test_408_then_success_recovers(fake_server, make_response):
 @pytest.mark.parametrize("status", [401, 404])
 def test_configuration_4xx_is_an_error_at_once(fake_server, status):
     fake_server.script = [(status, {"error": {"message": "The model `x` does not exist."}}, 0)]
-    with pytest.raises(ModelError, match=f"HTTP {status}.*not retried"):
+    with pytest.raises(ModelError, match=f"HTTP {status}.*not retried") as err:
         _chat(_model(fake_server.base_url, max_retries=3))
     assert len(fake_server.requests) == 1
+    assert not isinstance(err.value, EndpointFailure)  # a refusal, not a transient
 
 
 def test_connection_refused_is_retried_then_error():

@@ -34,7 +34,7 @@ def test_with_a_token_every_request_needs_the_bearer_header(tmp_path):
     auth = {"Authorization": f"Bearer {TOKEN}"}
     with rewards_service(tmp_path / "serve.log", "--host", "0.0.0.0", "--token-env", "OPTEVAL_TEST_TOKEN",
                          "--min-executors", "1", "--max-executors", "1", "--num-cpus", "1",
-                         env={"OPTEVAL_TEST_TOKEN": TOKEN}, headers=auth) as (url, _):
+                         env={"OPTEVAL_TEST_TOKEN": TOKEN}, headers=auth) as (url, proc):
         body = {"scheme": "correct", "items": [{"id": "a", "completion": "```python\nsubmit(3)\n```", "answer": 3}]}
         assert httpx.get(url, timeout=30).status_code == 401
         assert httpx.post(url, json=body, timeout=120).status_code == 401
@@ -42,4 +42,7 @@ def test_with_a_token_every_request_needs_the_bearer_header(tmp_path):
         assert wrong.status_code == 401 and "Bearer" in wrong.json()["error"]["message"]
         ok = httpx.post(url, json=body, timeout=300, headers=auth)
         assert ok.status_code == 200 and ok.json()["rewards"][0]["correct"] is True, ok.text
-    assert TOKEN not in (tmp_path / "serve.log").read_text()  # the token is never printed
+    log = (tmp_path / "serve.log").read_text()
+    assert TOKEN not in log  # the token is never printed
+    # stopped by the context's SIGTERM: the documented exit code of an interrupted command
+    assert proc.returncode == 130 and "rewards: stopped (signal 15)" in log, log[-2000:]

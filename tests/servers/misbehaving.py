@@ -12,7 +12,11 @@ vLLM does all three (issue 27). Modes, combinable:
 - ``slow_s``: each reply after the first ``slow_after`` waits that long, watching its connection:
   a client that hangs up is seen at once (vLLM aborts such a request), so ``open`` counts
   requests still generating;
-- ``finish_reason``: what every completion reports (``length`` = truncated at max_tokens).
+- ``finish_reason``: what every completion reports (``length`` = truncated at max_tokens);
+- ``garble``: a function of the chat request's number (1, 2, ...); where it says True the reply
+  is a 200 whose JSON body is cut in half (a proxy or engine that dropped the end), counted in
+  ``garbled``;
+- ``check_model``: a request for another model id is answered 404 (as vLLM does).
 
 Replies come from the simulated policy (it reads the harness and stage from the headers), so
 the harnesses run normally; every request body is recorded in ``records``.
@@ -25,6 +29,7 @@ import select
 import socket
 import threading
 import time
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -43,7 +48,8 @@ class MisbehavingServer:
     def __init__(self, *, max_model_len: int | None = None, die_after: int | None = None,
                  slow_s: float = 0.0, slow_after: int = 0, finish_reason: str = "stop",
                  model_id: str = "misbehaving", report_max_model_len: bool = True,
-                 reject_after: int | None = None, reject_text: str = "seed is not supported") -> None:
+                 reject_after: int | None = None, reject_text: str = "seed is not supported",
+                 garble: Callable[[int], bool] | None = None, check_model: bool = False) -> None:
         self.max_model_len = max_model_len
         self.report_max_model_len = report_max_model_len
         self.die_after = die_after
@@ -52,6 +58,9 @@ class MisbehavingServer:
         self.reject_after = reject_after
         self.reject_text = reject_text
         self.finish_reason = finish_reason
+        self.garble = garble
+        self.garbled = 0
+        self.check_model = check_model
         self.model_id = model_id
         self.policy = SimulatedModel()
         self.records: list[dict[str, Any]] = []
@@ -102,9 +111,20 @@ class MisbehavingServer:
                     self._send(400, {"object": "error", "type": "BadRequestError", "code": 400,
                                      "message": server.reject_text})
                     return
+                if server.check_model and body.get("model") != server.model_id:
+                    self._send(404, {"object": "error", "type": "NotFoundError", "code": 404,
+                                     "message": f"The model `{body.get('model')}` does not exist."})
+                    return
                 if server.slow_s > 0 and n > server.slow_after and not self._generate(server.slow_s):
                     return
-                self._send(200, server.answer(body, headers))
+                reply = server.answer(body, headers)
+                if server.garble is not None and server.garble(n):
+                    with server._lock:
+                        server.garbled += 1
+                    data = json.dumps(reply).encode()
+                    self._send_raw(200, data[: len(data) // 2])
+                    return
+                self._send(200, reply)
 
             def _generate(self, seconds: float) -> bool:
                 """Wait ``seconds`` as an engine generating; False when the client hung up first."""
@@ -125,7 +145,9 @@ class MisbehavingServer:
                         server.open -= 1
 
             def _send(self, status: int, payload: dict[str, Any]) -> None:
-                data = json.dumps(payload).encode()
+                self._send_raw(status, json.dumps(payload).encode())
+
+            def _send_raw(self, status: int, data: bytes) -> None:
                 try:
                     self.send_response(status)
                     self.send_header("Content-Type", "application/json")

@@ -70,7 +70,13 @@ def test_metrics_equal_ledger_recomputation(synced):
     arts = {a.path for a in client.list_artifacts(tracker.children[("sim-small", "direct")])}
     assert {"trajectories.parquet", "results.md"} <= arts
     hist = client.get_metric_history(tracker.children[("sim-small", "direct")], "progress/done")
-    assert [m.step for m in hist] == [4]
+    assert sorted(m.step for m in hist) == [4, 11]  # the periodic snapshot, then the ledger's final value
+    direct = client.get_run(tracker.children[("sim-small", "direct")]).data.metrics
+    optistate = client.get_run(tracker.children[("sim-small", "optistate")]).data.metrics
+    assert direct["progress/frac"] == 1.0 and direct["progress/done"] == 11  # not the snapshot's 4/7
+    assert optistate["progress/frac"] == pytest.approx(9 / 11) and optistate["progress/done"] == 9
+    parent = client.get_run(tracker.parent_id).data.metrics
+    assert (parent["progress/done"], parent["progress/planned"]) == (20, 22)
 
 
 def test_sync_is_idempotent_and_reuses_runs(synced):
@@ -87,6 +93,7 @@ def test_sync_is_idempotent_and_reuses_runs(synced):
     assert len(runs) == 3  # one parent + two children, never more
     hist = client.get_metric_history(tracker.children[("sim-small", "direct")], "acc/macro")
     assert len(hist) == 1  # re-logging an unchanged ledger adds no metric rows
+    assert len(client.get_metric_history(tracker.children[("sim-small", "direct")], "progress/frac")) == 2
 
 
 def test_report_sync_cli(synced, capsys):
