@@ -61,7 +61,7 @@ import json
 import os
 import urllib.error
 import urllib.request
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
 URL_ENV = "OPTEVAL_REWARDS_URL"
@@ -199,7 +199,7 @@ def trl_reward_func(url: str | None = None, scheme: str = "correct", extraction:
 
 def trl_async_reward_func(url: str | None = None, scheme: str = "correct", extraction: str = "submit",
                           grading: str = "optagentbench", answer_key: str = "answer", timeout_s: float = 600.0,
-                          deadline_s: float | None = None) -> Callable[..., Awaitable[list[float | None]]]:
+                          deadline_s: float | None = None) -> Callable[..., Coroutine[Any, Any, list[float | None]]]:
     """:func:`trl_reward_func` as an ``async def``: TRL awaits it on its reward event loop, beside
     the other reward functions, instead of blocking the training process on the HTTP call."""
     client = RewardClient(url, scheme, extraction, grading, timeout_s, deadline_s)

@@ -176,7 +176,7 @@ def test_trl_and_verl_adapters_talk_to_the_service(service):
 
 
 LOOP = "## Mathematical Model:\nspin\n\n```python\nwhile True:\n    pass\n```\n"
-ORLM = {"scheme": "correct", "extraction": "orlm", "grading": "orlm"}
+ORLM: dict[str, Any] = {"scheme": "correct", "extraction": "orlm", "grading": "orlm"}
 
 
 def test_a_deadline_cuts_the_looping_program_and_returns_the_rest(service):
