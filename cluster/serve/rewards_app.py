@@ -20,8 +20,16 @@ Request::
     {"scheme": "correct", "extraction": "orlm", "grading": "orlm",
      "items": [{"id": "p1", "completion": "...", "answer": 12}, ...]}
 
-Response: ``{"rewards": [{"id", "reward", "correct", "parts"}, ...]}`` in item order.
+Optional ``"deadline_s": 2.0`` bounds the whole request (see :func:`parse_deadline`).
+
+Response: ``{"rewards": [{"id", "reward", "correct", "parts", "error"}, ...], "errors": n}`` in
+item order. ``error`` is null, or ``{"kind", "message"}`` when the reward could not be computed
+(then ``reward`` and ``correct`` are null): ``executor_lost`` (the sandbox machinery failed twice:
+the item is retried once first, on another executor), ``timeout_budget`` (still running at the
+request's ``deadline_s``), ``internal``. ``errors`` counts them. A program killed by its *own*
+limits is not an error: it gets its normal, low reward (``parts`` says so).
 Items that share an ``id`` are completions of one prompt (``orr1`` votes within them).
+``POST /rewards/openrlhf`` takes OpenRLHF's remote reward body (:mod:`cluster.serve.rewards_openrlhf`).
 A bad request answers 400 with ``{"error": {"message", "param"}}`` naming the key (a body
 nested too deeply to parse, a number of more digits than Python converts, an ``id`` that
 is not a string or a number included). ``GET /rewards`` answers the known schemes and
@@ -31,16 +39,22 @@ request needs ``Authorization: Bearer <token>`` (401 otherwise); the app holds o
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hashlib
 import hmac
 import json
+import math
+import time
 from dataclasses import dataclass
 from typing import Any
 
 from ray import serve
+from ray.exceptions import ActorUnavailableError, RayActorError
 from starlette.requests import Request
 from starlette.responses import Response
 
+from cluster.actors.executors import infra_loss
+from cluster.serve import rewards_openrlhf
 from evalcore.extraction import PROFILES as EXTRACTIONS
 from evalcore.extraction import UnknownProfileError as UnknownExtraction
 from evalcore.extraction import extract_code
@@ -49,12 +63,33 @@ from evalcore.grading import UnknownProfileError as UnknownGrading
 from evalcore.grading import parse_submission
 from evalcore.rewards import SCHEMES, RewardItem, UnknownSchemeError, check_names, score
 from evalcore.rewards_released import extraction_for
-from evalcore.sandbox.types import KILLED, ExecResult, Limits
+from evalcore.sandbox.types import KILLED, TIMEOUT, ExecResult, Limits
 
 APP_NAME = "opteval-rewards"
 ROUTE = "/rewards"
 QUIET_LOGS = {"log_level": "WARNING", "enable_access_log": False}
 MAX_ITEMS = 10_000
+MAX_DEADLINE_S = 3600.0
+# Error kinds of an item whose reward could not be computed (pinned: trainers match on them).
+EXECUTOR_LOST = "executor_lost"
+TIMEOUT_BUDGET = "timeout_budget"
+INTERNAL = "internal"
+BUDGET_NOTE = "request deadline"  # the note of a run the runner cut (or never started) at the deadline
+MIN_RUN_S = 0.05  # a program with less budget left than this is not started
+# After the deadline the ingress waits this much longer for the runners' cut results (they end
+# the programs at the deadline themselves), then stops waiting and cancels what is left.
+DEADLINE_GRACE_S = 0.5
+
+
+@dataclass(frozen=True)
+class ItemError:
+    """Why an item has no reward: ``kind`` (one of the three above) and a message."""
+
+    kind: str
+    message: str
+
+    def to_json(self) -> dict[str, str]:
+        return {"kind": self.kind, "message": self.message}
 
 
 @dataclass(frozen=True)
@@ -110,13 +145,29 @@ class SandboxRunner:
         self._limits = limits
         self._server.run_program("pass", limits)  # start the fork server before the first request
 
-    async def run(self, code: str) -> ExecResult:
+    async def run(self, code: str, budget_end: float | None = None) -> ExecResult:
+        """One program; with ``budget_end`` (this process's monotonic clock) its wall limit is cut
+        to the time left, so a program still running at the request's deadline ends there
+        (a ``killed`` result noted ``request deadline``, never a ``timeout`` of its own)."""
         async with self._slots:
-            return await asyncio.to_thread(self._server.run_program, code, self._limits)
+            limits = self._limits
+            if budget_end is not None:
+                left = budget_end - time.monotonic()
+                if left < MIN_RUN_S:
+                    return ExecResult(outcome=KILLED, note=f"{BUDGET_NOTE}: not started")
+                if left < limits.wall_s:
+                    limits = dataclasses.replace(limits, wall_s=left)
+            res = await asyncio.to_thread(self._server.run_program, code, limits)
+            if limits is not self._limits and res.outcome == TIMEOUT:
+                return ExecResult(outcome=KILLED, wall_s=res.wall_s, note=f"{BUDGET_NOTE}: stopped after "
+                                  f"{res.wall_s:.1f} s")
+            return res
 
-    async def run_many(self, codes: list[str]) -> list[ExecResult]:
-        """A chunk of programs, ``slots`` at a time, results in order."""
-        return list(await asyncio.gather(*(self.run(c) for c in codes)))
+    async def run_many(self, codes: list[str], budget_s: float | None = None) -> list[ExecResult]:
+        """A chunk of programs, ``slots`` at a time, results in order; ``budget_s``: seconds
+        left of the request's deadline when the chunk was sent (None: no deadline)."""
+        end = None if budget_s is None else time.monotonic() + budget_s
+        return list(await asyncio.gather(*(self.run(c, end) for c in codes)))
 
 
 class RequestError(ValueError):
@@ -129,9 +180,10 @@ def parse_request(body: Any) -> tuple[str, str, str, list[RewardItem]]:
     """(scheme, extraction, grading, items) from a request body; RequestError names the key."""
     if not isinstance(body, dict):
         raise RequestError("request body must be a JSON object")
-    unknown = sorted(set(body) - {"scheme", "extraction", "grading", "items"})
+    unknown = sorted(set(body) - {"scheme", "extraction", "grading", "items", "deadline_s"})
     if unknown:
-        raise RequestError(f"unknown key(s) {unknown}; expected scheme, extraction, grading, items", unknown[0])
+        raise RequestError(f"unknown key(s) {unknown}; expected scheme, extraction, grading, items, deadline_s",
+                           unknown[0])
     scheme = body.get("scheme", "correct")
     grading = body.get("grading", "optagentbench")
     try:
@@ -170,6 +222,26 @@ def _item(i: int, row: Any, needs_answer: bool, scheme: str) -> RewardItem:
     if answer is not None and parse_submission(answer) is None:
         raise RequestError(f"{where}.answer {answer!r} is neither a number nor a status", f"{where}.answer")
     return RewardItem(str(row["id"]), row["completion"], answer)
+
+
+def parse_deadline(value: Any, param: str = "deadline_s") -> float | None:
+    """The request's ``deadline_s`` (seconds, > 0, at most an hour), None when absent.
+
+    Why a deadline per request: one degenerate program must never stall a training step;
+    programs still running at the deadline end there and come back as ``timeout_budget``
+    errors, the others are scored and returned.
+    """
+    if value is None:
+        return None
+    if isinstance(value, str):
+        try:
+            value = float(value)
+        except ValueError:
+            raise RequestError(f"{param} must be a number of seconds, got {value!r}", param) from None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+            or not 0 < value <= MAX_DEADLINE_S:
+        raise RequestError(f"{param} must be a number of seconds in (0, {MAX_DEADLINE_S:.0f}], got {value!r}", param)
+    return float(value)
 
 
 def decode_body(raw: bytes) -> Any:
@@ -218,34 +290,108 @@ class RewardService:
                                "grading": sorted(GRADINGS)})
         if request.method != "POST":
             return _json(405, {"error": {"message": f"{ROUTE} takes POST (or GET for the schemes)", "param": None}})
+        openrlhf = request.url.path.rstrip("/").endswith(rewards_openrlhf.SUBROUTE)
         try:
-            scheme, extraction, grading, items = parse_request(decode_body(await request.body()))
-        except RequestError as exc:
-            return _json(400, {"error": {"message": str(exc), "param": exc.param}})
-        results = await self.run_all([extract_code(it.completion, extraction) for it in items])
-        rewards = score(scheme, items, results, extraction, grading)
-        return _json(200, {"rewards": [r.to_json(it.id) for it, r in zip(items, rewards)]})
+            body = decode_body(await request.body())
+            if openrlhf:
+                body = rewards_openrlhf.as_rewards_body(body, dict(request.query_params))
+            scheme, extraction, grading, items = parse_request(body)
+            deadline_s = parse_deadline(body.get("deadline_s"))
+        except (RequestError, rewards_openrlhf.OpenRLHFBodyError) as exc:
+            return _json(400, {"error": {"message": str(exc), "param": getattr(exc, "param", None)}})
+        rows = await self.rewards(scheme, extraction, grading, items, deadline_s)
+        if openrlhf:
+            return _json(*rewards_openrlhf.response(rows))
+        return _json(200, {"rewards": rows, "errors": sum(1 for r in rows if r["error"] is not None)})
 
-    async def run_all(self, codes: list[str | None]) -> list[ExecResult | None]:
-        """Every program, sent to the runners in chunks (:func:`chunks`), all chunks at once.
+    async def rewards(self, scheme: str, extraction: str, grading: str, items: list[RewardItem],
+                      deadline_s: float | None) -> list[dict[str, Any]]:
+        """One JSON row per item: its reward, or ``reward: null`` and the ``error`` that stopped it."""
+        results, errors = await self.run_all([extract_code(it.completion, extraction) for it in items], deadline_s)
+        rewards = score(scheme, items, results, extraction, grading)  # an errored item scores as "no code"
+        rows = []
+        for i, (it, r) in enumerate(zip(items, rewards)):
+            err = errors.get(i)
+            if err is None:
+                rows.append({**r.to_json(it.id), "error": None})
+            else:
+                rows.append({"id": it.id, "reward": None, "correct": None, "parts": {}, "error": err.to_json()})
+        return rows
+
+    async def run_all(self, codes: list[str | None], deadline_s: float | None = None
+                      ) -> tuple[list[ExecResult | None], dict[int, ItemError]]:
+        """Every program, sent to the runners in chunks (:func:`chunks`), all chunks at once;
+        (results, errors by item index). An item with an error has no result.
 
         Why chunks: one handle call per program makes Serve's router probe replica queue
         lengths hundreds of times per batch, which cost more than the programs themselves
         (measured: 245 ORLM programs took 24-34 s one per call on 2 busy cores).
+
+        Infrastructure losses (a runner's actor died mid-chunk, a fork server lost under a
+        program: ``cluster.actors.executors.infra_loss``) are retried once: Serve's router drops
+        a replica whose actor died, so the retry runs on another executor (or on the one Serve
+        starts in its place). A second loss is an ``executor_lost`` error, never a result.
         """
-        todo = [i for i, c in enumerate(codes) if c is not None]
+        t_end = None if deadline_s is None else time.monotonic() + deadline_s
         results: list[ExecResult | None] = [None] * len(codes)
+        errors: dict[int, ItemError] = {}
 
-        async def one(idx: list[int]) -> None:
+        def budget_left() -> float | None:
+            return None if t_end is None else t_end - time.monotonic()
+
+        async def attempt(idx: list[int], retries: int) -> None:
+            left = budget_left()
+            if left is not None and left < MIN_RUN_S:
+                for i in idx:
+                    errors[i] = ItemError(TIMEOUT_BUDGET, f"not run: the request's deadline_s={deadline_s} passed")
+                return
+            response = self._runner.run_many.remote([codes[i] for i in idx], left)
             try:
-                got = await self._runner.run_many.remote([codes[i] for i in idx])
-            except Exception as exc:
-                got = [ExecResult(outcome=KILLED, note=f"executor lost: {type(exc).__name__}")] * len(idx)
-            for i, r in zip(idx, got):
-                results[i] = r
+                got = await response
+            except asyncio.CancelledError:
+                response.cancel()
+                raise
+            except Exception as exc:  # the replica died or failed: none of this chunk has a result
+                kind = EXECUTOR_LOST if isinstance(exc, (RayActorError, ActorUnavailableError)) else INTERNAL
+                if retries:
+                    await attempt(idx, retries - 1)
+                    return
+                why = " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
+                for i in idx:
+                    errors[i] = ItemError(kind, f"{why} (retried once on another executor)")
+                return
+            again = []
+            for i, res in zip(idx, got):
+                lost = infra_loss(res)
+                if res.note.startswith(BUDGET_NOTE):
+                    errors[i] = ItemError(TIMEOUT_BUDGET, f"{res.note} (deadline_s={deadline_s})")
+                elif lost and retries:
+                    again.append(i)
+                elif lost:
+                    errors[i] = ItemError(EXECUTOR_LOST, f"{lost} (retried once on another executor)")
+                else:
+                    results[i] = res
+            if again:
+                await attempt(again, retries - 1)
 
-        await asyncio.gather(*(one(idx) for idx in chunks(todo, self._chunk_count)))
-        return results
+        todo = [i for i, c in enumerate(codes) if c is not None]
+        tasks = [asyncio.ensure_future(attempt(idx, 1)) for idx in chunks(todo, self._chunk_count)]
+        if tasks:
+            wait_s = None if deadline_s is None else deadline_s + DEADLINE_GRACE_S
+            done, pending = await asyncio.wait(tasks, timeout=wait_s)
+            for task in pending:
+                task.cancel()
+            await asyncio.gather(*pending, return_exceptions=True)
+            for task in done:
+                if task.exception() is not None:  # a bug of ours, not the program's: say so per item
+                    exc = task.exception()
+                    for i in todo:
+                        if results[i] is None and i not in errors:
+                            errors[i] = ItemError(INTERNAL, f"{type(exc).__name__}: {exc}"[:300])
+        for i in todo:
+            if results[i] is None and i not in errors:
+                errors[i] = ItemError(TIMEOUT_BUDGET, f"still running at the request's deadline_s={deadline_s}")
+        return results, errors
 
 
 def chunks(idx: list[int], count: int) -> list[list[int]]:
