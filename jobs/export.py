@@ -6,7 +6,11 @@
 ``inspect``: one inspect_ai log per (model, method, benchmark) (``inspect view DIR`` opens them;
 needs the extra ``opteval[inspect]``). ``lm-eval``: per (model, method) lm-evaluation-harness's
 ``results_<date>.json`` and ``samples_<benchmark>_<date>.jsonl``. Default ``--out``:
-``<output_dir>/<sweep.name>/export/<format>``. Only the ledger columns an exporter needs are
+``<output_dir>/<sweep.name>/export/<format>``.
+``batch-input``: every committed trajectory's recorded requests as one OpenAI batch-input file
+(``requests.jsonl``, custom_id = trajectory key, one line per model call: ``#<call>`` appended
+after the first) for ``vllm run-batch``; its output file reads back through ``opteval regrade``
+or a replay model (``backend: replay``) for single-call methods. Only the ledger columns an exporter needs are
 read (column projection). Exit 2 with one line on a bad sweep, format or option.
 """
 from __future__ import annotations
@@ -21,7 +25,7 @@ from sweepcore.config import ConfigError, SweepConfig, load_config
 from sweepcore.ledger import Ledger, LedgerError
 from sweepcore.tracking.tracker import git_revision
 
-FORMATS = ("inspect", "lm-eval")
+FORMATS = ("inspect", "lm-eval", "batch-input")
 
 
 def benchmark_texts(cfg: SweepConfig, benchmarks: list[str]) -> tuple[dict[tuple[str, str], str],
@@ -44,6 +48,25 @@ def benchmark_texts(cfg: SweepConfig, benchmarks: list[str]) -> tuple[dict[tuple
     return questions, answers
 
 
+def write_batch_input(groups: dict[Any, list[Any]], out: Path, cfg: SweepConfig) -> Path:
+    """``out/requests.jsonl``: each recorded call's messages and the sweep's sampling, in plan order."""
+    import json
+
+    from evalcore.models.batch import request_row
+
+    path = out / "requests.jsonl"
+    body = {"temperature": cfg.sampling.temperature, "top_p": cfg.sampling.top_p,
+            "max_tokens": cfg.sampling.max_tokens}
+    with path.open("w", encoding="utf-8") as fh:
+        for (model, _, _), cells in groups.items():
+            for cell in cells:
+                for i, call in enumerate(cell.json_list("transcript")):
+                    if isinstance(call, dict) and call.get("messages"):
+                        custom_id = cell.key if i == 0 else f"{cell.key}#{i}"
+                        fh.write(json.dumps(request_row(custom_id, model, call["messages"], body)) + "\n")
+    return path
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or {"-h", "--help"} & set(argv):
@@ -64,8 +87,9 @@ def main(argv: list[str] | None = None) -> int:
         rows = ledger.read_table(columns=COLUMNS).to_pylist()
         if fmt == "inspect":
             try:
-                from evalcore.exports.inspect_log import write_logs
                 import inspect_ai  # noqa: F401  # the optional extra: named in one line when absent
+
+                from evalcore.exports.inspect_log import write_logs
             except ImportError:
                 raise UsageError("opteval export inspect needs inspect_ai: pip install 'opteval[inspect]'") from None
     except (ConfigError, LedgerError, UsageError) as exc:
@@ -74,6 +98,8 @@ def main(argv: list[str] | None = None) -> int:
     groups = group_cells(plan.to_pylist(), rows)
     if fmt == "inspect":
         paths = write_logs(groups, cfg.sweep.name, out)
+    elif fmt == "batch-input":
+        paths = [write_batch_input(groups, out, cfg)]
     else:
         from evalcore.exports import lm_eval
 
