@@ -51,7 +51,9 @@ def replay_row(where: str, row: Mapping[str, Any], error: type[Exception]) -> di
     if row.get("error") or not isinstance(response, dict) or response.get("status_code", 200) != 200:
         return out
     body = response.get("body")
-    choices = body.get("choices") if isinstance(body, dict) else None
+    if not isinstance(body, dict):
+        raise error(f"{where}: batch output row {custom_id!r}: response.body must be an object")
+    choices = body.get("choices")
     if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
         raise error(f"{where}: batch output row {custom_id!r}: response.body.choices[0] is missing")
     message = choices[0].get("message") or {}
