@@ -58,3 +58,13 @@ def test_batch_output_rows_become_replay_records_by_key_and_call(tmp_path):
     path.write_text(json.dumps({"custom_id": "p1", "response": {"status_code": 200, "body": {}}}) + "\n")
     with pytest.raises(ReplayFileError, match=r"out.jsonl:1: .*choices\[0\]"):
         load_records(path)
+
+
+def test_bad_export_input_is_one_line_and_exit_2(tmp_path, capsys):
+    from jobs import export
+
+    assert export.main(["parquet", "sweep.name=x"]) == 2
+    assert "unknown format 'parquet' (formats: inspect, lm-eval, batch-input)" in capsys.readouterr().err
+    assert export.main(["inspect", "sweep.name=nope", f"sweep.output_dir={tmp_path}"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "nope" in err and "Traceback" not in err
