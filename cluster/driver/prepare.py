@@ -14,6 +14,7 @@ from evalcore.models.base import Sampling
 from evalcore.problems import AnswerKey, ProblemSpec, load_benchmark
 from sweepcore import config as cconf
 from sweepcore.config import MethodConfig, SweepConfig
+from sweepcore.dependencies import resolved_versions
 from sweepcore.ledger import Ledger
 from sweepcore.plan import Plan, PlanItem, expand_plan, plan_counts, remaining
 
@@ -94,6 +95,7 @@ def open_ledger(cfg: SweepConfig, plan: Sequence[PlanItem], read_only: bool = Fa
     if not read_only:
         try:
             led.record_plan(plan)
+            led.record_manifest_section("dependencies", resolved_versions())  # what produced the scores
             _after_open(led, cfg, plan)
         except BaseException:
             led.close()

@@ -7,6 +7,9 @@ File format (JSONL, or Parquet with the same columns), one row per recorded call
                "prompt_tokens_details": {"cached_tokens": 0}},
      "finish_reason": "stop", "simulated": false}
 
+An OpenAI batch-output file (``{custom_id, response|error}`` per line, ``vllm run-batch``'s
+output) is read too, line by line: :mod:`evalcore.models.batch`.
+
 Only ``id`` and ``completion`` are required; other keys are ignored (published files
 carry many). ``sample`` defaults to the number of
 earlier rows with the same id (so a published pass@8 file with eight unlabeled rows per
@@ -30,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from evalcore.models.base import CallMeta, Completion, Message, ModelError, Sampling, Usage
+from evalcore.models.batch import is_batch_output, replay_row
 from evalcore.models.openai_backend import parse_usage
 
 
@@ -95,6 +99,8 @@ def _parquet_rows(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
 def _record(where: str, row: Any, per_id: dict[str, int]) -> ReplayRecord:
     if not isinstance(row, dict):
         raise ReplayFileError(f"{where}: expected a JSON object, got {type(row).__name__}")
+    if is_batch_output(row):  # an OpenAI batch-output line (evalcore/models/batch.py)
+        row = replay_row(where, row, ReplayFileError)
     for key in ("id", "completion"):
         if row.get(key) is None:
             raise ReplayFileError(f"{where}: missing key {key!r}")

@@ -50,6 +50,7 @@ from evalcore.models.base import Sampling
 from evalcore.protocols import protocol_notes
 from sweepcore.backends import BACKEND_KEY, is_simulated
 from sweepcore.config import ConfigError, SweepConfig, as_plain, model_config, overlay
+from sweepcore.dependencies import resolved_versions
 from sweepcore.ledger import Ledger, open_filesystem
 from sweepcore.ledger.manifest import _version as _ledger_version
 from sweepcore.tracking.library_logs import route_library_logs, sqlite_problem
@@ -398,6 +399,10 @@ class Tracker:
                   "models": ",".join(resolved.get("models", [])), "methods": ",".join(resolved.get("methods", [])),
                   **plan_params(resolved)}
         self._log_params(parent_id, params)
+        deps = resolved_versions()  # the versions that produced these scores, as in the manifest
+        client.log_dict(parent_id, deps, "dependencies.json")
+        for name, version in deps.items():
+            client.set_tag(parent_id, f"dep.{name}", version or "not installed")
         model_cfgs = resolved.get("model_configs", {}) or {}
         simulated = {m for m in resolved.get("models", []) if m in model_cfgs and is_simulated(model_cfgs[m])}
         if simulated & {m for m, _ in pairs}:

@@ -28,6 +28,7 @@ OPTIONAL = {
     "accelerate": "models",
     "vllm": "gpu",  # tests/vllm: the vllm tier's engine (vLLM's CPU build in .ci/vllm's environment)
     "openai": "gpu",  # tests/vllm: `opteval serve` answering the openai client (vLLM requires it)
+    "inspect_ai": "inspect",  # opteval export inspect (evalcore/exports/inspect_log.py), imported when run
     "z3": None,  # AutoFormulation's optional equivalence check (pip install z3-solver), find_spec-guarded
 }
 # module -> the declared distribution that requires the one shipping it (its public API)
