@@ -355,3 +355,37 @@ def listing(form: dict[str, Any], max_rows: int = 60) -> list[str]:
         lines.append("solution " + ", ".join(f"{names[j]} = {_num(x) if x is not None else '?'}"
                                               for j, x in enumerate(form["x"][:max_rows])))
     return lines
+
+
+# ---------------------------------------------------------------- per-cell counts
+
+
+UNSOLVED_COLUMNS = ("correct_unsolved", "correct_solve")
+
+
+def with_unsolved(summary: Any, rows: Any) -> Any:
+    """``summary`` (a pandas frame, one row per model x method x benchmark) with the correct
+    trajectories split by ``answer_source``: ``correct_unsolved`` (graded correct, no solve behind
+    the answer) and ``correct_solve``; 0 where the ledger predates the column (unknown)."""
+    import pandas as pd  # the reports' own dependency; evalcore's core does not need it
+
+    by = [c for c in ("model", "method", "benchmark") if c in summary.columns]
+    out = summary.drop(columns=[c for c in UNSOLVED_COLUMNS if c in summary.columns])
+    if not len(out):
+        return out
+    df = pd.DataFrame(rows)
+    if "answer_source" not in df.columns or not len(df):
+        for c in UNSOLVED_COLUMNS:
+            out[c] = 0
+        return out
+    ok = df[df["correct"].fillna(False).astype(bool)]
+    counts = pd.DataFrame({
+        "correct_unsolved": ok[ok["answer_source"] == "unsolved"].groupby(by).size(),
+        "correct_solve": ok[ok["answer_source"] == "solve"].groupby(by).size(),
+    }).reset_index()
+    if not len(counts):
+        counts = pd.DataFrame(columns=[*by, *UNSOLVED_COLUMNS])
+    out = out.merge(counts, on=by, how="left")
+    for c in UNSOLVED_COLUMNS:
+        out[c] = out[c].fillna(0).astype(int)
+    return out
