@@ -72,11 +72,11 @@ submit(pulp.value(p.objective))
 
 
 def test_require_solve_takes_the_accuracy_reward_from_a_typed_answer():
-    typed = "```python\nsubmit(2600)\n```"
+    typed = "```python\nsubmit(1468.571439)\n```"
     solved = "```python\n" + (reference_program("sample-0001") or "") + "```"
-    items = [RewardItem("p", typed, 2600), RewardItem("p", solved, 2600)]
-    results = [run_program("submit(2600)\n"), run_program(reference_program("sample-0001") or "")]
-    assert results[1].submission == pytest.approx(2600)
+    items = [RewardItem("p", typed, 1468.571439), RewardItem("p", solved, 1468.571439)]
+    results = [run_program("submit(1468.571439)\n"), run_program(reference_program("sample-0001") or "")]
+    assert results[1].submission == pytest.approx(1468.571439)
     plain = score("correct", items, results, "submit", "optagentbench")
     assert [r.reward for r in plain] == [1.0, 1.0]  # the paper's rule: the number alone
     assert [r.answer_source for r in plain] == ["unsolved", "solve"]
