@@ -92,7 +92,7 @@ def canonical(form: dict[str, Any]) -> Canonical:
         if is_int[j]:
             lb[j] = math.ceil(lb[j] - 1e-9) if math.isfinite(lb[j]) else lb[j]
             ub[j] = math.floor(ub[j] + 1e-9) if math.isfinite(ub[j]) else ub[j]
-    used = set(j for r in rows for j in r[0]) | {j for j in range(n) if obj[j] != 0.0}
+    used = {j for r in rows for j in r[0]} | {j for j in range(n) if obj[j] != 0.0}
     cols = sorted(used)
     pos = {j: k for k, j in enumerate(cols)}
     labels = [_h("v", is_int[j], _num(lb[j] if math.isfinite(lb[j]) else None),
@@ -185,7 +185,7 @@ def variable_map(form: dict[str, Any], ref: dict[str, Any], same: bool) -> tuple
     the refinement's colours when every colour names one variable; None with the reason."""
     names = [_norm_name(v[0]) for v in form["vars"]]
     ref_names = [_norm_name(v[0]) for v in ref["vars"]]
-    where = {}
+    where: dict[str, list[int]] = {}
     for j, nm in enumerate(names):
         where.setdefault(nm, []).append(j)
     if all(len(where.get(nm, [])) == 1 for nm in ref_names) and len(set(ref_names)) == len(ref_names):

@@ -25,9 +25,9 @@ the accuracy line last::
 ``no_submission`` happened (the program's error, the missing coptpy model, no
 ``submit`` call) goes to stderr (the first few) and to ``--details`` (every one, key
 ``why``; and the verification keys ``answer_source``, ``fingerprint``, ``reference_match``,
-``reference_feasible``, ``reference_violation``: ``evalcore.formulation``). Exit code 2 with one line naming the file and line, or the ids, when an
-input is bad (not UTF-8, nested too deeply, an integer over Python's 4300-digit limit,
-a directory, a damaged Parquet file) or a completion has no answer.
+``reference_feasible``, ``reference_violation``: ``evalcore.formulation``). Exit code 2 with
+one line naming the file and line, or the ids, when an input is bad (not UTF-8, nested too
+deeply, an integer over Python's 4300-digit limit, a directory, a damaged Parquet file) or a completion has no answer.
 """
 from __future__ import annotations
 

@@ -455,13 +455,13 @@ class _PyomoImportHook(importlib.abc.MetaPathFinder):
         if spec is None or spec.loader is None:
             return None
         loader = spec.loader
-        orig_exec = loader.exec_module  # type: ignore[attr-defined]
+        orig_exec = loader.exec_module
 
         def exec_module(module: Any) -> None:
             orig_exec(module)
             _patch_pyomo(module.OptSolver)
 
-        loader.exec_module = exec_module  # type: ignore[attr-defined]
+        loader.exec_module = exec_module  # type: ignore[method-assign]  # run the patch after the module
         return spec
 
 
@@ -488,7 +488,7 @@ def _patch_pyomo(OptSolver: Any) -> None:
         return results
 
     solve._opteval_hook = True  # type: ignore[attr-defined]
-    OptSolver.solve = solve  # type: ignore[method-assign]  # the capture hook
+    OptSolver.solve = solve
 
 
 def install() -> list[str]:
