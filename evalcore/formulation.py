@@ -394,3 +394,23 @@ def with_unsolved(summary: Any, rows: Any) -> Any:
     for c in UNSOLVED_COLUMNS:
         out[c] = out[c].fillna(0).astype(int)
     return out
+
+
+def verification_lines(row: dict[str, Any], form: dict[str, Any] | None) -> list[str]:
+    """``opteval show``'s verification section: each verdict with its reason, then the captured
+    model (``form``, read from the ledger's model store) as an algebraic listing."""
+    def shown(v: Any) -> str:
+        return "unknown (written before issue 36)" if v is None or v != v else str(v)
+
+    lines = ["", "verification", f"  answer_source: {shown(row.get('answer_source'))}",
+             f"  fingerprint: {row.get('model_fingerprint') or '-'}",
+             f"  reference_match: {shown(row.get('reference_match'))}",
+             f"  reference_feasible: {shown(row.get('reference_feasible'))}",
+             f"  reference_violation: {shown(row.get('reference_violation'))}",
+             f"  reference_gap: {shown(row.get('reference_gap'))}"]
+    if row.get("verify_note"):
+        lines.append(f"  why: {row['verify_note']}")
+    if form is not None:
+        lines += ["", "captured model (the solve behind the answer, else the last)",
+                  *(f"  {ln}" for ln in listing(form))]
+    return lines
