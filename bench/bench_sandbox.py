@@ -105,8 +105,62 @@ def row(label: str, base: float, *cols: float) -> str:
     return f"{label:<40}" + "".join(f" {c:>9.1f} ms {base / c:>6.1f}x" for c in cols)
 
 
+def capture_overhead(runs: int, gap_s: float) -> None:
+    """Issue 36: the tiny PuLP LP with formulation capture + fingerprinting on vs off, two fork
+    servers started in this run (``OPTEVAL_CAPTURE_FORMULATION=0`` switches the capture off in
+    the second), runs interleaved so the load hits both alike. Per program: paced latency
+    (``gap_s`` apart) including the host's ``evalcore.formulation.verify``; whole path:
+    back-to-back programs per second, verify included."""
+    from evalcore.formulation import verify
+
+    servers = {}
+    for label, flag in (("capture on", "1"), ("capture off", "0")):
+        os.environ["OPTEVAL_CAPTURE_FORMULATION"] = flag
+        servers[label] = ForkServer(pool_size=2).start()
+    os.environ.pop("OPTEVAL_CAPTURE_FORMULATION", None)
+    load0 = os.getloadavg()
+    print(f"machine: {os.cpu_count()} cpus, load average {load0[0]:.2f} {load0[1]:.2f} {load0[2]:.2f} at start")
+
+    def one(fs: ForkServer) -> float:
+        t0 = time.perf_counter()
+        r = fs.run_program(PULP_LP, Limits(wall_s=30))
+        v = verify([r], r.submission, "optagentbench")
+        if r.outcome != "ok" or r.submission != 12.0:
+            raise SystemExit(f"run failed: {r}")
+        return time.perf_counter() - t0 if v.answer_source else 0.0
+
+    for fs in servers.values():
+        for _ in range(3):
+            one(fs)
+    captured = servers["capture on"].run_program(PULP_LP).models[-1]
+    if captured.get("capture") != "ok" or servers["capture off"].run_program(PULP_LP).models[-1].get("capture") != "off":
+        raise SystemExit("the capture switch did not take")
+    lat: dict[str, list[float]] = {k: [] for k in servers}
+    for _ in range(runs):
+        for label, fs in servers.items():
+            time.sleep(gap_s)
+            lat[label].append(one(fs))
+    rate: dict[str, list[float]] = {k: [] for k in servers}
+    for _ in range(5):  # blocks of back-to-back programs, alternating servers
+        for label, fs in servers.items():
+            t0 = time.perf_counter()
+            for _ in range(max(4, runs // 3)):
+                one(fs)
+            rate[label].append(max(4, runs // 3) / (time.perf_counter() - t0))
+    on, off = ms(lat["capture on"]), ms(lat["capture off"])
+    ron, roff = statistics.median(rate["capture on"]), statistics.median(rate["capture off"])
+    print(f"tiny PuLP LP latency (median of {runs}): capture on {on:.1f} ms, off {off:.1f} ms, ratio {on / off:.3f}")
+    print(f"whole path (back-to-back, median of 5 blocks): on {ron:.1f}/s, off {roff:.1f}/s, ratio {roff / ron:.3f}")
+    load1 = os.getloadavg()
+    print(f"load average {load1[0]:.2f} {load1[1]:.2f} {load1[2]:.2f} at end")
+    for fs in servers.values():
+        fs.close()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--capture-overhead", action="store_true",
+                    help="only the formulation capture's cost: capture on vs off (issue 36)")
     ap.add_argument("--runs", type=int, default=30, help="fork-server runs per program and mode")
     ap.add_argument("--fresh-runs", type=int, default=6, help="fresh-subprocess runs per program")
     ap.add_argument("--cells", type=int, default=100)
@@ -114,6 +168,9 @@ def main() -> None:
     ap.add_argument("--gap", type=float, default=0.2, help="seconds between latency requests")
     ap.add_argument("--as", dest="as_user", choices=("root", "unprivileged", "both"), default="both")
     args = ap.parse_args()
+    if args.capture_overhead:
+        capture_overhead(args.runs, args.gap)
+        return
 
     modes: list[tuple[str, dict]] = []
     if args.as_user in ("root", "both"):

@@ -176,6 +176,18 @@ LEDGER_SCHEMA = pa.schema(
         pa.field("execs", pa.string()),  # JSON list of ExecRecord
         pa.field("transcript", pa.string()),  # JSON list of messages
         pa.field("budgets", pa.string()),  # JSON object
+        # Issue 36 (evalcore.formulation; null in ledgers written before: read as unknown).
+        # answer_source: solve / unsolved / no_submission. model_fingerprint: the canonical
+        # fingerprint of the solve behind the answer, else of the last captured solve, "" when
+        # none (the column ``fingerprint`` was already the plan item's). The formulations are
+        # stored once per fingerprint under <sweep>/models/ (sweepcore.ledger.models).
+        pa.field("answer_source", pa.string()),
+        pa.field("model_fingerprint", pa.string()),
+        pa.field("reference_match", pa.string()),  # same / different / unknown
+        pa.field("reference_feasible", pa.bool_()),
+        pa.field("reference_violation", pa.float64()),
+        pa.field("reference_gap", pa.float64()),  # reference objective at the decision vector - its optimum
+        pa.field("verify_note", pa.string()),  # why reference_* is what it is; unsupported captures
     ]
 )
 

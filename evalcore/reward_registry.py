@@ -32,9 +32,14 @@ class Reward:
     reward: float
     correct: bool | None
     parts: dict[str, float] = field(default_factory=dict)
+    # solve / unsolved / no_submission (evalcore.formulation; set by evalcore.rewards.score)
+    answer_source: str | None = None
 
     def to_json(self, item_id: str) -> dict[str, Any]:
-        return {"id": item_id, "reward": self.reward, "correct": self.correct, "parts": dict(self.parts)}
+        out = {"id": item_id, "reward": self.reward, "correct": self.correct, "parts": dict(self.parts)}
+        if self.answer_source is not None:
+            out["answer_source"] = self.answer_source
+        return out
 
 
 @dataclass(frozen=True)

@@ -21,16 +21,23 @@ Schemes (``SCHEMES``):
     prompt. See :func:`orr1_rewards`. The answer is not used by the reward (OR-R1 trains on
     unlabelled data); ``correct`` still reports it when an answer is given.
 
+``require_solve`` (an option of every scheme, :func:`score`): an answer no solve produced
+(``answer_source`` ``unsolved``: a typed or memorised number, ``evalcore.formulation``) earns
+no answer term: ``correct``, ``accuracy``, ``bonus`` and ``voting`` become 0, format and
+execution terms stay. Every reward reports its ``answer_source``.
+
 Groups: completions that share an ``id`` are completions of the same prompt (the files of
 ``jobs/regrade.py`` use the problem id that way); only ``orr1`` looks at groups.
 """
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Sequence
 
 from evalcore.extraction import extract_submission
 from evalcore.extraction import get_profile as get_extraction
+from evalcore.formulation import verify
 from evalcore.grading import Parsed, grade_parsed, parse_submission
 from evalcore.grading import get_profile as get_grading
 from evalcore.metrics import majority_answer
@@ -220,14 +227,26 @@ def check_names(scheme: str, extraction: str, grading: str) -> Scheme:
     return get_scheme(scheme)
 
 
+ANSWER_TERMS = ("correct", "accuracy", "bonus", "voting")  # what require_solve zeroes for an unsolved answer
+
+
 def score(scheme: str, items: Sequence[RewardItem], results: Sequence[ExecResult | None],
-          extraction: str, grading: str) -> list[Reward]:
+          extraction: str, grading: str, require_solve: bool = False) -> list[Reward]:
     """One :class:`Reward` per item, in order. ``results[i]`` is the run of
-    ``extract_code(items[i].completion, extraction)``, None when there was no code."""
+    ``extract_code(items[i].completion, extraction)``, None when there was no code.
+    ``require_solve``: an unsolved answer earns no answer term (module docstring)."""
     s = check_names(scheme, extraction, grading)
     if s.needs_answer:
         missing = [it.id for it in items if it.answer is None]
         if missing:
             raise ValueError(f"scheme {scheme!r} needs an answer for every item; none for id(s) {missing[:10]}")
-    return s.score(_runs(items, results, extraction, grading), grading)
+    runs = _runs(items, results, extraction, grading)
+    out = []
+    for run, reward in zip(runs, s.score(runs, grading), strict=True):
+        source = verify([run.result] if run.result is not None else [], run.submission, grading).answer_source
+        if require_solve and source == "unsolved":
+            parts = {k: (0.0 if k in ANSWER_TERMS else v) for k, v in reward.parts.items()}
+            reward = dataclasses.replace(reward, reward=sum(parts.values()), parts=parts)
+        out.append(dataclasses.replace(reward, answer_source=source))
+    return out
 

@@ -17,14 +17,17 @@ the accuracy line last::
     no_submission <n>  it ran, but submitted nothing
     unparseable <n>    it submitted something that is neither a number nor a status
     wrong <n>          graded wrong
+    correct_solve <n>      of the correct: the answer is a solve's objective (or status)
+    correct_unsolved <n>   of the correct: submitted without a matching solve (issue 36)
     accuracy <correct>/<n> = <pct>%
 
 ``n`` counts completions (samples), not problems. Why each ``exec_error`` and
 ``no_submission`` happened (the program's error, the missing coptpy model, no
 ``submit`` call) goes to stderr (the first few) and to ``--details`` (every one, key
-``why``). Exit code 2 with one line naming the file and line, or the ids, when an
-input is bad (not UTF-8, nested too deeply, an integer over Python's 4300-digit limit,
-a directory, a damaged Parquet file) or a completion has no answer.
+``why``; and the verification keys ``answer_source``, ``fingerprint``, ``reference_match``,
+``reference_feasible``, ``reference_violation``: ``evalcore.formulation``). Exit code 2 with
+one line naming the file and line, or the ids, when an input is bad (not UTF-8, nested too
+deeply, an integer over Python's 4300-digit limit, a directory, a damaged Parquet file) or a completion has no answer.
 """
 from __future__ import annotations
 
@@ -39,6 +42,7 @@ from typing import Any
 
 from evalcore.extraction import PROFILES as EXTRACTION_PROFILES
 from evalcore.extraction import extract_code, extract_submission, missing_packages
+from evalcore.formulation import Verification, verify
 from evalcore.grading import PROFILES as GRADING_PROFILES
 from evalcore.grading import grade, parse_submission
 from evalcore.models.replay import ReplayFileError, ReplayRecord, jsonl_rows, load_records
@@ -83,6 +87,7 @@ class Verdict:
     submission: Any = None
     outcome: str | None = None
     why: str | None = None  # for exec_error / no_submission: the program's error or what was missing
+    verification: Verification | None = None  # answer_source, fingerprint, reference_* (issue 36)
 
 
 def _why(result: Any, extraction: str) -> str:
@@ -125,7 +130,8 @@ def regrade_one(record: ReplayRecord, expected: Any, extraction: str, grading: s
         return Verdict(record.id, record.sample, "no_code")
     result = run_program(code, limits)
     raw = extract_submission(result, extraction)
-    verdict = Verdict(record.id, record.sample, None, raw, result.outcome)
+    verdict = Verdict(record.id, record.sample, None, raw, result.outcome,
+                      verification=verify([result], parse_submission(raw), grading))
     if raw is None:
         verdict.reason = "no_submission" if result.ok else "exec_error"
         verdict.why = _why(result, extraction)
@@ -156,7 +162,10 @@ def summary_lines(verdicts: list[Verdict]) -> list[str]:
     n = len(verdicts)
     correct = counts.get(None, 0)
     pct = 100.0 * correct / n if n else 0.0
-    return [f"{reason} {counts.get(reason, 0)}" for reason in REASONS] + [f"accuracy {correct}/{n} = {pct:.2f}%"]
+    sources = Counter(v.verification.answer_source for v in verdicts if v.reason is None and v.verification)
+    return [f"{reason} {counts.get(reason, 0)}" for reason in REASONS] + [
+        f"correct_solve {sources.get('solve', 0)}", f"correct_unsolved {sources.get('unsolved', 0)}",
+        f"accuracy {correct}/{n} = {pct:.2f}%"]
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -200,7 +209,7 @@ def main(argv: list[str] | None = None) -> int:
             for v in verdicts:
                 fh.write(json.dumps({"id": v.id, "sample": v.sample, "reason": v.reason or "correct",
                                      "submission": _jsonable(v.submission), "outcome": v.outcome,
-                                     "why": v.why}) + "\n")
+                                     "why": v.why, **_verification_keys(v)}) + "\n")
     for line in why_lines(verdicts):
         print(line, file=sys.stderr)
     unused = len(set(answers) - {r.id for r in records})
@@ -273,6 +282,13 @@ def check_writable(path: Path | None, flag: str) -> None:
             pass
     except OSError as exc:
         raise RegradeInputError(f"{flag} {path}: cannot be written ({exc.strerror or exc})") from None
+
+
+def _verification_keys(v: Verdict) -> dict[str, Any]:
+    """The pinned issue-36 keys; a completion with no program has no solve and no submission."""
+    if v.verification is None:
+        return Verification("no_submission", reason="no program").columns()
+    return v.verification.columns()
 
 
 def _jsonable(value: Any) -> Any:

@@ -12,9 +12,11 @@ import sys
 import textwrap
 from typing import Any
 
+from evalcore.formulation import verification_lines
 from jobs.report import UsageError, answer_keys
 from sweepcore.config import ConfigError, load_config
 from sweepcore.ledger import Ledger, LedgerError
+from sweepcore.ledger.models import read_model
 
 MAX_LISTED = 10
 
@@ -98,6 +100,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     answers = answer_keys(cfg, [str(row["benchmark"])])
     print(render(detail(row.to_dict(), answer_text(answers, str(row["benchmark"]), str(row["problem_id"]))), width))
+    fp = row.get("model_fingerprint")
+    for line in verification_lines(row.to_dict(), read_model(ledger, fp) if isinstance(fp, str) else None):
+        print(line)
     return 0
 
 

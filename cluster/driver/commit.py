@@ -14,10 +14,13 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from cluster.driver.prepare import Prepared
+from evalcore.data import reference_models
+from evalcore.formulation import Reference, reference_from_models, verify
 from evalcore.grading import grade_submission, parse_submission
 from evalcore.records import Trajectory
 from sweepcore.backends import is_simulated
 from sweepcore.ledger import CommitError, Ledger, LedgerError, error_row, trajectory_row
+from sweepcore.ledger.models import store_models
 from sweepcore.plan import PlanItem
 from sweepcore.tracking import summarize_ledger
 
@@ -99,9 +102,23 @@ def build_row(prep: Prepared, item: PlanItem, out: Outcome) -> tuple[dict[str, A
     parsed = parse_submission(traj.submission.raw if traj.submission is not None else None)
     expected = parse_submission(prep.answers[item.benchmark][item.problem_id])
     correct = bool(grade_submission(traj.submission, expected, profile))  # SIRL's alternate included
+    verification = verify(traj.execs, parsed, profile, reference_for(item.benchmark, item.problem_id))
+    store_models(prep.ledger, verification.forms)  # before the row that names them is committed
     row = trajectory_row(traj, key=item.key, correct=correct, profile=profile, fingerprint=item.fingerprint,
-                         sweep=sweep, parsed=parsed, attempts=out.attempts)
+                         sweep=sweep, parsed=parsed, attempts=out.attempts, verification=verification)
     return row, correct
+
+
+_REFERENCES: dict[tuple[str, str], Reference | None] = {}
+
+
+def reference_for(benchmark: str, problem_id: str) -> Reference | None:
+    """The reference program's captured model (the embedded sample's, run once in the sandbox:
+    evalcore/data/reference_models.jsonl), or None where the benchmark names none."""
+    if (benchmark, problem_id) not in _REFERENCES:
+        models = reference_models(problem_id) if benchmark == "sample" else None
+        _REFERENCES[(benchmark, problem_id)] = None if models is None else reference_from_models(models)
+    return _REFERENCES[(benchmark, problem_id)]
 
 
 def results_summary(prep: Prepared) -> Any:

@@ -17,6 +17,8 @@ from pathlib import Path
 SAMPLE_JSONL: Path = Path(__file__).resolve().parent / "sample.jsonl"
 REFERENCE_DIR: Path = Path(__file__).resolve().parent / "reference"
 PYOMO_DIR: Path = Path(__file__).resolve().parent / "reference_pyomo"
+# each reference program's captured solver models, run once in the sandbox (_reference_models.py)
+REFERENCE_MODELS: Path = Path(__file__).resolve().parent / "reference_models.jsonl"
 
 _ID_RE = re.compile(r"^sample-\d{4}$")
 
@@ -40,6 +42,18 @@ def pyomo_reference_program(problem_id: str) -> str | None:
         return None
     path = PYOMO_DIR / f"{problem_id}.py"
     return path.read_text() if path.is_file() else None
+
+
+def reference_models(problem_id: str) -> list[dict] | None:
+    """The models the reference program for `problem_id` solved (issue 36), or None."""
+    if not REFERENCE_MODELS.is_file():
+        return None
+    for line in REFERENCE_MODELS.read_text().splitlines():
+        if line.strip():
+            row = json.loads(line)
+            if row.get("id") == problem_id:
+                return list(row["models"])
+    return None
 
 
 def load_sample_rows() -> list[dict]:

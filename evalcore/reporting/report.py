@@ -268,6 +268,7 @@ def _summary_records(self: Report) -> list[dict[str, Any]]:
                      "ci_low": number(r.get("ci_low")), "ci_high": number(r.get("ci_high")),
                      "missing": int(r["missing"]) + int(r.get("errors") or 0),
                      **{c: int(r.get(c) or 0) for c in FINISH_COLUMNS},
+                     "correct_unsolved": int(r.get("correct_unsolved") or 0),
                      "simulated": bool(r.get("simulated", False))})
     for r in self.main_table.to_dict("records"):
         g = s[(s["model"] == r["model"]) & (s["method"] == r["method"])]

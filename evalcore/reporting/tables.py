@@ -21,6 +21,7 @@ from typing import Any
 import pandas as pd
 
 from evalcore.finish_reasons import with_counts
+from evalcore.formulation import with_unsolved
 from evalcore.metrics import macro, summarize
 from evalcore.reporting.frame import GROUP, Prepared, number
 from evalcore.reporting.intervals import BootstrapSpec, cell_intervals, with_intervals
@@ -56,6 +57,7 @@ def summary_from_prepared(prep: Prepared, profile: str, spec: BootstrapSpec | No
         cached.append(sum(vals) / len(vals) if vals else None)
     s["cached_mean"] = cached
     s = with_counts(s, t)  # truncated / rejected calls per cell (evalcore.finish_reasons)
+    s = with_unsolved(s, t)  # correct answers no solve produced (evalcore.formulation, issue 36)
     if "simulated" not in s.columns:
         s["simulated"] = False
     s["simulated"] = s["simulated"].fillna(False).astype(bool)

@@ -1,11 +1,14 @@
 """Model capture: wrap the solve entry points of PuLP, PySCIPOpt, highspy, scipy.optimize,
-gurobipy and coptpy.
+gurobipy, coptpy and Pyomo (``OptSolver.solve``: SolverFactory's solvers).
 
 Installed once in the fork server, so every sandboxed program inherits them. After each solve
 the wrapper sends the model's structure to the fork server over the private channel:
 ``{"library", "sense", "n_vars", "n_continuous", "n_binary", "n_integer", "n_constraints",
 "status", "status_raw", "objective"}``. These are the features SIRL's instance-enhanced
-self-consistency votes on. A hook never changes what the solve returns and never raises:
+self-consistency votes on. Each record also carries ``capture`` (``ok``, ``unsupported``,
+``capped``, ``error`` or ``off``), ``capture_reason`` and, when ``ok``, ``form``: the whole
+formulation and decision vector (``capture_forms.py``), which ``evalcore.formulation``
+fingerprints and checks. A hook never changes what the solve returns and never raises:
 a capture failure is reported as ``{"library", "error"}`` instead.
 
 SciPy's ``linprog``/``milp`` always minimize: a maximization is written by negating ``c``
@@ -16,16 +19,24 @@ later from the submission (``evalcore.selection.resolve_sense``).
 from __future__ import annotations
 
 import functools
+import importlib.abc
+import importlib.util
 import inspect
+import json
 import math
+import os
+import sys
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from evalcore.sandbox import child
+from evalcore.sandbox import capture_forms, child
 from evalcore.sandbox.protocol import ChildMsg
 
 MAX_MODELS = 200
 _count = 0
+# The formulation and decision vector of each solve (capture_forms.py); the fork server reads
+# OPTEVAL_CAPTURE_FORMULATION=0 at install() to switch it off (bench/bench_sandbox.py's baseline).
+FORMULATION = True
 
 
 def _norm_status(raw: Any) -> str:
@@ -49,13 +60,34 @@ def _num(x: Any) -> float | None:
     return v if math.isfinite(v) else None
 
 
-def _emit(library: str, build: Callable[[], dict[str, Any]]) -> None:
+def _with_form(rec: dict[str, Any], form: Callable[[], dict[str, Any]] | None) -> dict[str, Any]:
+    """Add the formulation (``capture: ok``) or why there is none (``unsupported``, ``capped``,
+    ``error``, ``off``) to a record; never raises."""
+    if form is None or not FORMULATION:
+        return {**rec, "capture": "off" if FORMULATION is False else "unsupported",
+                "capture_reason": "capture switched off" if FORMULATION is False else "no formulation reader"}
+    try:
+        f = form()
+    except capture_forms.Unsupported as exc:
+        return {**rec, "capture": "unsupported", "capture_reason": str(exc)[:300]}
+    except capture_forms.Capped as exc:
+        return {**rec, "capture": "capped", "capture_reason": str(exc)}
+    except Exception as exc:
+        return {**rec, "capture": "error", "capture_reason": f"{type(exc).__name__}: {exc}"[:300]}
+    out = {**rec, "capture": "ok", "capture_reason": None, "form": f}
+    if len(json.dumps(out)) > capture_forms.MAX_FORM_BYTES:
+        return {**rec, "capture": "capped", "capture_reason": f"record over {capture_forms.MAX_FORM_BYTES} bytes"}
+    return out
+
+
+def _emit(library: str, build: Callable[[], dict[str, Any]],
+          form: Callable[[], dict[str, Any]] | None = None) -> None:
     global _count
     if child._chan is None or _count >= MAX_MODELS:
         return
     _count += 1
     try:
-        rec = {"library": library, **build()}
+        rec = _with_form({"library": library, **build()}, form)
     except Exception as exc:
         rec = {"library": library, "error": f"{type(exc).__name__}: {exc}"[:300]}
     child.emit({"t": ChildMsg.MODEL, "v": rec})
@@ -115,7 +147,7 @@ def _hook_pulp() -> None:
     @functools.wraps(orig)
     def solve(self: Any, *args: Any, **kwargs: Any) -> Any:
         status = orig(self, *args, **kwargs)
-        _emit("pulp", lambda: _pulp_features(self))
+        _emit("pulp", lambda: _pulp_features(self), lambda: capture_forms.pulp_form(self))
         return status
 
     solve._opteval_hook = True  # type: ignore[attr-defined]
@@ -160,12 +192,12 @@ def _hook_pyscipopt() -> None:
 
         def optimize(self) -> None:
             base.optimize(self)
-            _emit("pyscipopt", lambda: _scip_features(self))
+            _emit("pyscipopt", lambda: _scip_features(self), lambda: capture_forms.scip_form(self))
 
         if hasattr(base, "optimizeNogil"):
             def optimizeNogil(self) -> None:
                 base.optimizeNogil(self)
-                _emit("pyscipopt", lambda: _scip_features(self))
+                _emit("pyscipopt", lambda: _scip_features(self), lambda: capture_forms.scip_form(self))
 
     Model.__name__ = Model.__qualname__ = "Model"
     Model.__module__ = "pyscipopt.scip"
@@ -201,7 +233,7 @@ def _hook_highspy() -> None:
 
     def run(self: Any, *args: Any, **kwargs: Any) -> Any:
         r = orig(self, *args, **kwargs)
-        _emit("highspy", lambda: _highs_features(self))
+        _emit("highspy", lambda: _highs_features(self), lambda: capture_forms.highs_form(self))
         return r
 
     run._opteval_hook = True  # type: ignore[attr-defined]
@@ -282,7 +314,10 @@ def _milp_features(bound: inspect.BoundArguments, res: Any) -> dict[str, Any]:
             "solver_sense": "min"}
 
 
-def _wrap_scipy(name: str, lib: str, features: Callable[[inspect.BoundArguments, Any], dict[str, Any]]) -> None:
+def _wrap_scipy(name: str, lib: str, features: Callable[[inspect.BoundArguments, Any], dict[str, Any]],
+                form: Callable[[dict[str, Any], list[float], list[float], Any], dict[str, Any]],
+                default_bounds: Any) -> None:
+    import numpy as np
     import scipy.optimize as so
 
     orig = getattr(so, name, None)
@@ -293,13 +328,23 @@ def _wrap_scipy(name: str, lib: str, features: Callable[[inspect.BoundArguments,
     @functools.wraps(orig)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         res = orig(*args, **kwargs)
+        bound: list[inspect.BoundArguments] = []
 
-        def build() -> dict[str, Any]:
-            bound = sig.bind(*args, **kwargs)
-            bound.apply_defaults()
-            return features(bound, res)
+        def arguments() -> inspect.BoundArguments:
+            if not bound:
+                b = sig.bind(*args, **kwargs)
+                b.apply_defaults()
+                bound.append(b)
+            return bound[0]
 
-        _emit(lib, build)
+        def build_form() -> dict[str, Any]:
+            a = arguments().arguments
+            n = int(np.asarray(a["c"]).size)
+            bounds = a.get("bounds")
+            lo, up = _bounds_arrays(default_bounds if bounds is None else bounds, n)
+            return form(a, lo, up, res)
+
+        _emit(lib, lambda: features(arguments(), res), build_form)
         return res
 
     wrapper._opteval_hook = True  # type: ignore[attr-defined]
@@ -331,7 +376,8 @@ def _copt_features(m: Any) -> dict[str, Any]:
                    status, m.objval if status == "optimal" else None)
 
 
-def _wrap_method(cls: Any, name: str, library: str, features: Callable[[Any], dict[str, Any]]) -> None:
+def _wrap_method(cls: Any, name: str, library: str, features: Callable[[Any], dict[str, Any]],
+                 form: Callable[[Any], dict[str, Any]]) -> None:
     orig = getattr(cls, name, None)
     if orig is None or getattr(orig, "_opteval_hook", False):
         return
@@ -339,7 +385,7 @@ def _wrap_method(cls: Any, name: str, library: str, features: Callable[[Any], di
     @functools.wraps(orig)
     def solve(self: Any, *args: Any, **kwargs: Any) -> Any:
         r = orig(self, *args, **kwargs)
-        _emit(library, lambda: features(self))
+        _emit(library, lambda: features(self), lambda: form(self))
         return r
 
     solve._opteval_hook = True  # type: ignore[attr-defined]
@@ -349,27 +395,117 @@ def _wrap_method(cls: Any, name: str, library: str, features: Callable[[Any], di
 def _hook_gurobipy() -> None:
     import gurobipy
 
-    _wrap_method(gurobipy.Model, "optimize", "gurobipy", _gurobi_features)
+    _wrap_method(gurobipy.Model, "optimize", "gurobipy", _gurobi_features, capture_forms.gurobi_form)
 
 
 def _hook_coptpy() -> None:
     import coptpy
 
     for name in ("solve", "solveLP"):
-        _wrap_method(coptpy.Model, name, "coptpy", _copt_features)
+        _wrap_method(coptpy.Model, name, "coptpy", _copt_features, capture_forms.copt_form)
+
+
+# ---------------------------------------------------------------- Pyomo
+
+
+def _pyomo_features(model: Any, results: Any) -> dict[str, Any]:
+    from pyomo.core import Objective, Var, maximize, value
+
+    cont = binary = integer = 0
+    for v in model.component_data_objects(Var, descend_into=True):
+        if v.is_binary():
+            binary += 1
+        elif v.is_integer():
+            integer += 1
+        else:
+            cont += 1
+    objs = list(model.component_data_objects(Objective, active=True, descend_into=True))
+    sense = ("max" if objs[0].sense == maximize else "min") if objs else None
+    ncons = sum(1 for _ in model.component_data_objects(_pyomo_constraint(), active=True, descend_into=True))
+    raw = results.solver.termination_condition
+    obj = value(objs[0], exception=False) if objs else None
+    if obj is None and objs:  # load_solutions=False: the incumbent's value is in the results
+        bound = results.problem.upper_bound if sense == "min" else results.problem.lower_bound
+        obj = bound
+    return _record("pyomo", sense, cont, binary, integer, ncons, raw, obj)
+
+
+def _pyomo_constraint() -> Any:
+    from pyomo.core import Constraint
+
+    return Constraint
+
+
+_PYOMO_SOLVERS = "pyomo.opt.base.solvers"
+
+
+class _PyomoImportHook(importlib.abc.MetaPathFinder):
+    """Patch Pyomo when a program imports it: importing Pyomo in the fork server just to hook it
+    would cost every server 0.26 s at start when no program uses it (pre-imported, it is hooked
+    at install)."""
+
+    def find_spec(self, fullname: str, path: Any, target: Any = None) -> Any:
+        if fullname != _PYOMO_SOLVERS:
+            return None
+        sys.meta_path.remove(self)
+        try:
+            spec = importlib.util.find_spec(fullname)
+        finally:
+            sys.meta_path.insert(0, self)
+        if spec is None or spec.loader is None:
+            return None
+        loader = spec.loader
+        orig_exec = loader.exec_module
+
+        def exec_module(module: Any) -> None:
+            orig_exec(module)
+            _patch_pyomo(module.OptSolver)
+
+        loader.exec_module = exec_module  # type: ignore[method-assign]  # run the patch after the module
+        return spec
+
+
+def _hook_pyomo() -> None:
+    mod = sys.modules.get(_PYOMO_SOLVERS)
+    if mod is not None:
+        _patch_pyomo(mod.OptSolver)
+    elif not any(isinstance(f, _PyomoImportHook) for f in sys.meta_path):
+        sys.meta_path.insert(0, _PyomoImportHook())
+
+
+def _patch_pyomo(OptSolver: Any) -> None:
+    orig = OptSolver.solve
+    if getattr(orig, "_opteval_hook", False):
+        return
+
+    @functools.wraps(orig)
+    def solve(self: Any, *args: Any, **kwargs: Any) -> Any:
+        results = orig(self, *args, **kwargs)
+        if args:
+            model = args[0]
+            _emit("pyomo", lambda: _pyomo_features(model, results),
+                  lambda: capture_forms.pyomo_form(model, results))
+        return results
+
+    solve._opteval_hook = True  # type: ignore[attr-defined]
+    OptSolver.solve = solve
 
 
 def install() -> list[str]:
     """Install every hook whose library imports; return the names installed."""
+    global FORMULATION
+    FORMULATION = os.environ.get("OPTEVAL_CAPTURE_FORMULATION", "1") != "0"
     done = []
     for name, fn in (
         ("pulp", _hook_pulp),
         ("pyscipopt", _hook_pyscipopt),
         ("highspy", _hook_highspy),
-        ("scipy.linprog", lambda: _wrap_scipy("linprog", "scipy.linprog", _linprog_features)),
-        ("scipy.milp", lambda: _wrap_scipy("milp", "scipy.milp", _milp_features)),
+        ("scipy.linprog", lambda: _wrap_scipy("linprog", "scipy.linprog", _linprog_features,
+                                              capture_forms.linprog_form, (0, None))),
+        ("scipy.milp", lambda: _wrap_scipy("milp", "scipy.milp", _milp_features, capture_forms.milp_form, (0, math.inf))),
         ("gurobipy", _hook_gurobipy),
         ("coptpy", _hook_coptpy),
+        ("pyomo", _hook_pyomo),
     ):
         try:
             fn()

@@ -134,8 +134,9 @@ class ForkServer:
             "PYTHONPATH": _PKG_ROOT,
             "PYTHONDONTWRITEBYTECODE": "1",
         }
-        if os.environ.get("OPTEVAL_SANDBOX_DEBUG"):
-            env["OPTEVAL_SANDBOX_DEBUG"] = os.environ["OPTEVAL_SANDBOX_DEBUG"]
+        for name in ("OPTEVAL_SANDBOX_DEBUG", "OPTEVAL_CAPTURE_FORMULATION"):  # the latter: capture.install()
+            if os.environ.get(name):
+                env[name] = os.environ[name]
         cmd = [*self._launcher, sys.executable, "-m", "evalcore.sandbox.forkserver", "--ctl-fd", str(b.fileno()),
                "--namespaces", self._mode, "--pool", str(self._pool)]
         if self._netns_per_run:

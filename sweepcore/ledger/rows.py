@@ -7,6 +7,7 @@ import json
 import math
 from typing import Any
 
+from evalcore.formulation import Verification
 from evalcore.records import LEDGER_SCHEMA, STATUS_ERROR, Trajectory
 
 # -- rows ----------------------------------------------------------------------------------------
@@ -39,11 +40,15 @@ def trajectory_row(
     parsed: Any = None,
     error: str | None = None,
     attempts: int = 1,
+    verification: Verification | None = None,
 ) -> dict[str, Any]:
     """One ledger row (``LEDGER_SCHEMA``) for a graded trajectory.
 
     ``parsed`` is ``evalcore.grading.parse_submission(raw)``: a float, ``"infeasible"``,
-    ``"unbounded"`` or None. Token counts a server did not report stay null.
+    ``"unbounded"`` or None. Token counts a server did not report stay null. ``verification``
+    (``evalcore.formulation.verify``) fills the issue-36 columns; the captured formulations
+    leave the ``execs`` JSON (each model keeps its ``fingerprint``): they are stored once per
+    fingerprint beside the ledger (``sweepcore.ledger.models``).
     """
     raw = traj.submission.raw if traj.submission is not None else None
     value = float(parsed) if isinstance(parsed, (int, float)) and not isinstance(parsed, bool) else None
@@ -80,10 +85,29 @@ def trajectory_row(
         "fingerprint": fingerprint,
         "committed_at": None,
         "calls": _json([dataclasses.asdict(c) for c in traj.calls]),
-        "execs": _json([dataclasses.asdict(e) for e in execs]),
+        "execs": _json([_without_forms(dataclasses.asdict(e)) for e in execs]),
         "transcript": _json(traj.transcript),
         "budgets": _json(traj.budgets),
+        **verification_columns(verification),
     }
+
+
+def verification_columns(v: Verification | None) -> dict[str, Any]:
+    """The issue-36 columns of one row (all null without a verification)."""
+    if v is None:
+        return dict.fromkeys(("answer_source", "model_fingerprint", "reference_match", "reference_feasible",
+                              "reference_violation", "reference_gap", "verify_note"))
+    note = v.reason + (f"; {v.n_unsupported} solve(s) not captured (unsupported or capped)" if v.n_unsupported else "")
+    return {"answer_source": v.answer_source, "model_fingerprint": v.fingerprint,
+            "reference_match": v.reference_match, "reference_feasible": v.reference_feasible,
+            "reference_violation": v.reference_violation, "reference_gap": v.reference_gap,
+            "verify_note": note or None}
+
+
+def _without_forms(e: dict[str, Any]) -> dict[str, Any]:
+    e["models"] = [{k: val for k, val in m.items() if k != "form"} if isinstance(m, dict) else m
+                   for m in e.get("models") or []]
+    return e
 
 
 def error_row(

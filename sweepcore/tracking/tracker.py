@@ -44,6 +44,7 @@ import pyarrow.compute as pc
 
 from evalcore.finish_reasons import COLUMNS as FINISH_COLUMNS
 from evalcore.finish_reasons import with_counts
+from evalcore.formulation import with_unsolved
 from evalcore.harnesses.base import Budgets
 from evalcore.metrics import summarize
 from evalcore.models.base import Sampling
@@ -152,7 +153,9 @@ def summarize_ledger(table: pa.Table, plan: pa.Table) -> Any:
                         problem_planned=problem_counts_from(plan), n_resamples=SUMMARY_BOOTSTRAP[0],
                         seed=SUMMARY_BOOTSTRAP[1])
     calls = [c for c in ("key", "model", "method", "benchmark", "status", "calls") if c in table.column_names]
-    return with_counts(summary, table.select(calls).filter(planned))
+    sources = [c for c in ("model", "method", "benchmark", "correct", "answer_source") if c in table.column_names]
+    return with_unsolved(with_counts(summary, table.select(calls).filter(planned)),
+                         table.select(sources).filter(planned).to_pandas())
 
 
 def problem_counts_from(plan: pa.Table) -> dict[tuple[str, str, str], dict[str, int]]:
@@ -181,6 +184,8 @@ def run_metrics(summary: Any, model: str, method: str) -> dict[str, float]:
             out[f"acc/{b}"] = accs[b] = float(r["avg"])
         if r.get("exec_rate") is not None:
             out[f"exec_rate/{b}"] = float(r["exec_rate"])
+        if r.get("correct_unsolved") is not None:  # correct without a solve behind the answer (issue 36)
+            out[f"correct_unsolved/{b}"] = float(r["correct_unsolved"])
         for c in FINISH_COLUMNS:  # truncated / rejected calls and the trajectories they ended
             if r.get(c) is not None:
                 out[f"{c}/{b}"] = float(r[c])
@@ -222,8 +227,8 @@ def results_markdown(summary: Any, title: str = "", families: Mapping[str, str |
         lines += [f"95% CI: {'; '.join(methods)} (percentile, B={SUMMARY_BOOTSTRAP[0]}, seed {SUMMARY_BOOTSTRAP[1]}: "
                   "the report's defaults, so its intervals are these; avg@k over planned trajectories).", ""]
     lines += ["| model | method | benchmark | acc % | 95% CI | planned | missing | errors | tokens | exec rate "
-              "| truncated calls | rejected calls | ended by them |",
-              "|---|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+              "| truncated calls | rejected calls | ended by them | correct unsolved |",
+              "|---|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
 
     def pct(v: Any) -> str:
         return "-" if v is None or v != v else f"{100 * v:.1f}"
@@ -235,7 +240,8 @@ def results_markdown(summary: Any, title: str = "", families: Mapping[str, str |
             f"{pct(r.get('ci_low'))}-{pct(r.get('ci_high'))} | {r['planned']} | {r['missing']} | "
             f"{r.get('errors', 0)} | {'-' if tm is None or tm != tm else f'{tm:.0f}'} | {pct(r.get('exec_rate'))} | "
             f"{int(r.get('truncated_calls') or 0)} | {int(r.get('rejected_calls') or 0)} | "
-            f"{int(r.get('ended_truncated') or 0) + int(r.get('ended_rejected') or 0)} |")
+            f"{int(r.get('ended_truncated') or 0) + int(r.get('ended_rejected') or 0)} | "
+            f"{int(r.get('correct_unsolved') or 0)} |")
     lines += ["", "| model | method | macro acc % | tokens macro | planned | missing |", "|---|---|---:|---:|---:|---:|"]
     for (m, x), _ in summary.groupby(["model", "method"], sort=False):
         met = run_metrics(summary, m, x)

@@ -58,6 +58,8 @@ def test_regrade_orlm_prints_reasons_then_accuracy(published):
         "no_submission 0",
         "unparseable 0",
         "wrong 1",
+        "correct_solve 2",  # both correct answers are the objective of a captured coptpy solve
+        "correct_unsolved 0",
         "accuracy 2/5 = 40.00%",
     ]
     assert "1 answer(s) have no completion" in proc.stderr

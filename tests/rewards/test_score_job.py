@@ -80,4 +80,5 @@ def test_score_runs_on_executor_actors_and_writes_one_row_per_completion(tmp_pat
     assert rows[0]["parts"] == {"format": pytest.approx(2 / 6), "code": 1.0, "voting": 1.0}
     assert rows[1]["parts"] == {"format": pytest.approx(1 / 6), "code": 1.0, "voting": 1.0}
     assert rows[2] == {"id": "q", "reward": 0.0, "correct": None, "parts": {"format": 0.0, "code": 0.0, "voting": 0.0},
-                       "sample": 0}
+                       "answer_source": "no_submission", "sample": 0}
+    assert [r["answer_source"] for r in rows[:2]] == ["solve", "solve"]  # coptpy's solve is captured

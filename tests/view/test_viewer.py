@@ -108,6 +108,10 @@ def test_show_prints_one_trajectory_by_key_prefix(demo):
     code = json.loads(row["execs"])[0]["code"]
     assert "[program]" in out and code.splitlines()[0] in out
     assert out.count("call ") >= int(row["n_calls"])
+    # issue 36: each verdict, and the captured model as an algebraic listing when one was stored
+    assert f"answer_source: {row['answer_source']}" in out and "reference_match: " in out
+    if row["model_fingerprint"]:
+        assert "captured model" in out and "subject to" in out
 
 
 def test_show_and_view_bad_arguments_are_one_line(demo, tmp_path):
