@@ -27,7 +27,7 @@ unscored). SciPy always minimizes, so its sense is read from the submission
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from evalcore.grading import Parsed, grade_parsed, parse_submission
