@@ -16,7 +16,6 @@ from evalcore.records import Trajectory
 from evalcore.sandbox.types import ExecResult, Limits
 from evalcore.solvers import PAPER_SOLVERS
 
-
 MATCH_FIELDS = ("match", "match_to")  # Budgets' two non-integer fields
 MATCH_KINDS = {"tokens": "max_total_tokens", "calls": "max_calls"}  # budgets.match -> the field it sets
 

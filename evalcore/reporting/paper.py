@@ -449,7 +449,9 @@ def _subset(mf: pd.DataFrame, models: Sequence[str], methods: Sequence[str] | No
 
 
 def _cells_of(m: Merged, frame: pd.DataFrame) -> pd.DataFrame:
-    keys = set(zip(frame["model"], frame.get("method", frame["model"])))
+    if not len(frame):
+        return m.cells.iloc[0:0]
+    keys = set(zip(frame["model"], frame["method"]))
     return m.cells[[k in keys for k in zip(m.cells["model"], m.cells["method"])]]
 
 

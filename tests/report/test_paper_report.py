@@ -173,3 +173,26 @@ def test_one_command_writes_the_section_and_refuses_a_mix(tmp_path: Path, capsys
                                                "(optagentbench vs orlm); a merged report needs one grading rule")
     rc = report.main(["sweep.name=table1,nosuch", f"sweep.output_dir={tmp_path}"])
     assert rc == 2 and "no sweep 'nosuch'" in capsys.readouterr().err
+
+
+def test_a_sweep_without_some_artefacts_says_which_and_why(tmp_path: Path):
+    m = merge([synth.sweep("one", {("Qwen3-4B", "direct"): "RWRW"})])
+    names = {a.name for a in write_paper(m, tmp_path, {})}
+    assert names == {"table2", "per_benchmark_Qwen3-4B"}
+    index = (tmp_path / "index.md").read_text()
+    assert "- figure4: no post-trained model" in index and "- table1: no backbone ran an adapted baseline" in index
+
+
+def test_budgets_match_gives_every_method_the_same_budget():
+    from sweepcore.config import ConfigError, effective_budgets, load_config
+
+    cfg = load_config(["methods=[direct,opticycle,optimus]", "budgets.match=tokens", "budgets.match_to=opticycle"])
+    # optimus's own max_total_tokens is 600,000 (configs/methods/optimus.yaml); matched, it is OptiCycle's
+    assert {effective_budgets(cfg, m).max_total_tokens for m in cfg.methods} == {400000}
+    cfg = load_config(["methods=[direct,opticycle]", "budgets.match=calls", "budgets.match_to=3"])
+    assert [effective_budgets(cfg, m).max_calls for m in cfg.methods] == [3, 3]
+    assert effective_budgets(cfg, "opticycle").to_dict()["match"] == "calls"  # recorded in every trajectory
+    with pytest.raises(ConfigError, match="budgets.match_to: is neither a number nor a method"):
+        load_config(["budgets.match=tokens", "budgets.match_to=nosuch"])
+    with pytest.raises(ConfigError, match="budgets.match: must be one of tokens, calls"):
+        load_config(["budgets.match=time", "budgets.match_to=3"])
