@@ -128,7 +128,8 @@ class Report:
                 "avg = avg@k; pass@n; maj@n = majority vote clustering answers that grade equal under the "
                 "profile (numbers and statuses vote, ties to the earliest); orr1@n = OR-R1's released vote "
                 "(SCUTE-ZZ/OR-R1@baea665: each number votes as int(float(x)), infeasible/unbounded/none "
-                "never vote, a winner needs at least two votes, so one sample per problem never has one); isc@n = SIRL instance-enhanced self-consistency "
+                "never vote, a winner needs at least two votes, so one sample per problem never has one); "
+                "isc@n = SIRL instance-enhanced self-consistency "
                 "(objective, sense, binary and integer counts); isc_unscored = submitted samples with no "
                 "captured solver model (no structural evidence: only their objective counts).", "",
                 frame_markdown(self.selection, pct_cols=tuple(c for c in self.selection.columns if ":" in c

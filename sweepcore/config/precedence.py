@@ -84,8 +84,10 @@ def effective_budgets(cfg: SweepConfig, method: str) -> Budgets:
     # budgets.match: every method stops at the same budget, a number or the named method's own
     target = MATCH_KINDS[cfg.budgets.match]
     to = str(cfg.budgets.match_to)
-    value = int(to) if to.isdigit() else getattr(_own_budgets(cfg, to), target)
-    return replace(own, **{target: value})
+    value = int(to) if to.isdigit() else int(getattr(_own_budgets(cfg, to), target))
+    if target == "max_calls":
+        return replace(own, max_calls=value)
+    return replace(own, max_total_tokens=value)
 
 
 def _own_budgets(cfg: SweepConfig, method: str) -> Budgets:
