@@ -118,8 +118,9 @@ def sirl_advanced(result: ExecResult | None) -> bool:
     SIRL inspects the .lp file for advanced structures: Big-M, binary variables, nonlinear
     terms (Section 3.3). The capture records variable counts, not coefficients, so the test
     here is "some solved model has a binary variable", which Big-M indicator formulations
-    also need. Nonlinear terms and Big-M constants themselves are not detected, and a model
-    from a library without a capture hook (coptpy, gurobipy) never earns the bonus.
+    also need. Nonlinear terms and Big-M constants themselves are not detected; a model from
+    a library without a capture hook (``evalcore/sandbox/capture.py`` hooks PuLP, PySCIPOpt,
+    highspy, SciPy, gurobipy and coptpy) never earns the bonus.
     """
     if result is None:
         return False

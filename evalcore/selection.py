@@ -7,10 +7,12 @@ Selection profiles (majority vote):
 
 * ``tolerance``: answers that grade equal under the grading profile form one cluster
   (:func:`evalcore.metrics.majority_answer`); statuses vote.
-* ``orr1``: OR-R1's majority-voting pseudo-label (paper 002, "Majority Voting Reward"):
-  only normal numeric results vote ("No Best Solution"/None, i.e. infeasible, unbounded
-  and unparseable, are ignored), and answers agree when they are *exactly equal* after
-  rounding to the benchmark's decimals (:func:`benchmark_decimals`). Nothing voting: None.
+* ``orr1``: OR-R1's released voting (SCUTE-ZZ/OR-R1@baea665 ``02_grpo_train_8b.py``, the rule
+  :func:`evalcore.rewards_released.orr1_vote` transcribes): only numbers vote (infeasible,
+  unbounded and nothing submitted never do), each as ``int(float(x))`` (truncated, as the
+  released code keys its counts), and a value wins only with at least two votes; the first
+  value to reach the highest count wins a tie. No winner: None (a wrong answer). So a problem
+  with one sample never has an ``orr1@n`` answer, as in OR-R1's training chunks.
 
 ISC (SIRL, Section 3.1): each candidate r (a sample with a parseable submission) has
 features O_r (its answer; answers that grade equal under the profile agree), D_r (the
@@ -24,55 +26,35 @@ unscored). SciPy always minimizes, so its sense is read from the submission
 """
 from __future__ import annotations
 
-import decimal
 import math
-from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from evalcore.grading import Parsed, grade_parsed, parse_submission
 from evalcore.metrics import majority_answer as majority_vote
+from evalcore.rewards_released import orr1_vote as released_vote
 
-__all__ = ["SELECTION_PROFILES", "benchmark_decimals", "isc_select", "majority_vote", "orr1_vote",
+__all__ = ["SELECTION_PROFILES", "isc_select", "majority_vote", "orr1_vote",
            "resolve_sense", "select"]
 
 SELECTION_PROFILES = ("tolerance", "orr1")
-MAX_DECIMALS = 6
 
 
-def benchmark_decimals(answers: Iterable[Any]) -> int:
-    """The benchmark's rounding: the most decimals any of its numeric answers is written
-    with (shortest round-trip repr; capped at 6). A property of the benchmark, not of one
-    problem, so a vote using it does not see the problem's answer."""
-    most = 0
-    for a in answers:
-        if isinstance(a, bool) or not isinstance(a, (int, float)) or not math.isfinite(float(a)):
-            continue
-        exp = decimal.Decimal(repr(float(a))).normalize().as_tuple().exponent
-        most = max(most, -int(exp) if isinstance(exp, int) and exp < 0 else 0)
-    return min(most, MAX_DECIMALS)
-
-
-def orr1_vote(parsed: Sequence[Parsed], decimals: int) -> float | None:
-    """OR-R1's majority vote over parsed submissions: numbers only, compared exactly after
-    ``round(x, decimals)``; the most frequent rounded value wins, ties to the value seen
-    first. Returns the first submission (unrounded) of the winning value; None if no number
-    was submitted."""
+def orr1_vote(parsed: Sequence[Parsed]) -> float | None:
+    """OR-R1's released vote over parsed submissions (:data:`SELECTION_PROFILES`' ``orr1``): the
+    winning ``int(float(x))`` as a float, or None when no value has two votes. Numbers are
+    handed to the released rule as the strings its footer would print."""
     votes = [parse_submission(p) for p in parsed]  # NaN from a pandas column -> None (no vote)
-    nums = [(round(p, decimals), p) for p in votes if isinstance(p, float)]
-    if not nums:
-        return None
-    counts = Counter(r for r, _ in nums)  # insertion-ordered: most_common breaks ties by first seen
-    best = counts.most_common(1)[0][0]
-    return next(p for r, p in nums if r == best)
+    winner = released_vote([repr(v) if isinstance(v, float) and math.isfinite(v) else None for v in votes])
+    return None if winner is None else float(winner)
 
 
-def select(parsed: Sequence[Parsed], profile: str, selection: str = "tolerance", decimals: int = MAX_DECIMALS) -> Parsed:
+def select(parsed: Sequence[Parsed], profile: str, selection: str = "tolerance") -> Parsed:
     """The majority answer under a selection profile (:data:`SELECTION_PROFILES`)."""
     if selection == "tolerance":
         return majority_vote(list(parsed), profile)
     if selection == "orr1":
-        return orr1_vote(parsed, decimals)
+        return orr1_vote(parsed)
     raise ValueError(f"unknown selection profile {selection!r}; known: {', '.join(SELECTION_PROFILES)}")
 
 

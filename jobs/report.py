@@ -1,6 +1,8 @@
 """Read a sweep's results: tables, statistics and plots computed from its ledger.
 
     python jobs/report.py sweep.name=try1 [sweep.output_dir=results] [options]    (or: opteval report ...)
+    python jobs/report.py sweep.name=table1,paper,figure4 | --preset paper [--out DIR]
+                         the paper's results section from several sweeps (jobs/paper_report.py)
 
 Options:
     --out DIR            where report.md, main_table.{csv,tex}, tables/ and plots/ go
@@ -24,6 +26,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from jobs.paper_report import run_merged, wants
 from sweepcore.config import ConfigError, SweepConfig, load_config, model_config
 from sweepcore.ledger import Ledger, LedgerError
 from sweepcore.tracking import Tracker, results_markdown, summarize_ledger, sync_from_ledger, ui_command
@@ -195,6 +198,8 @@ def main(argv: list[str] | None = None) -> int:
     if {"-h", "--help"} & set(argv):
         print(__doc__.strip())
         return 0
+    if wants(argv):  # several sweeps: the paper's results section
+        return run_merged(argv)
     try:
         opts, rest = parse_args(argv)
         cfg = load_config(rest)

@@ -16,6 +16,9 @@ from evalcore.records import Trajectory
 from evalcore.sandbox.types import ExecResult, Limits
 from evalcore.solvers import PAPER_SOLVERS
 
+MATCH_FIELDS = ("match", "match_to")  # Budgets' two non-integer fields
+MATCH_KINDS = {"tokens": "max_total_tokens", "calls": "max_calls"}  # budgets.match -> the field it sets
+
 
 @dataclass(frozen=True)
 class Budgets:
@@ -28,6 +31,10 @@ class Budgets:
     summary_chars: int = 2000  # per action output kept in the rolling summary
     summary_actions: int = 6  # most recent actions shown to the model
     exec_limits: Limits = field(default_factory=Limits)
+    # matched budgets (the sweep's, never a method's): "tokens" sets every method's max_total_tokens,
+    # "calls" its max_calls, to ``match_to`` (a number, or a method whose own budget is taken)
+    match: str | None = None
+    match_to: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -52,7 +59,7 @@ class Budgets:
         out = replace(base, **cfg)
         if limits is not None:
             out = replace(out, exec_limits=limits)
-        for name in known - {"exec_limits"}:
+        for name in known - {"exec_limits", *MATCH_FIELDS}:
             value = getattr(out, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                 raise ValueError(f"budgets.{name} must be a non-negative integer, got {value!r}")

@@ -126,9 +126,10 @@ class Report:
                                                                       if "@" in str(c))), ""]
         out += ["## Selection over all n samples (%)", "",
                 "avg = avg@k; pass@n; maj@n = majority vote clustering answers that grade equal under the "
-                "profile (numbers and statuses vote, ties to the earliest); orr1@n = OR-R1's majority vote "
-                "(exact equality after rounding to the benchmark's decimals `dec`, only numbers vote: "
-                "infeasible/unbounded/none are excluded); isc@n = SIRL instance-enhanced self-consistency "
+                "profile (numbers and statuses vote, ties to the earliest); orr1@n = OR-R1's released vote "
+                "(SCUTE-ZZ/OR-R1@baea665: each number votes as int(float(x)), infeasible/unbounded/none "
+                "never vote, a winner needs at least two votes, so one sample per problem never has one); "
+                "isc@n = SIRL instance-enhanced self-consistency "
                 "(objective, sense, binary and integer counts); isc_unscored = submitted samples with no "
                 "captured solver model (no structural evidence: only their objective counts).", "",
                 frame_markdown(self.selection, pct_cols=tuple(c for c in self.selection.columns if ":" in c
@@ -353,7 +354,7 @@ def build_report(df: Any, answer_keys: Mapping[str, AnswerKey], planned: Any, *,
         summary = with_intervals(summary, cells, counts)
     main = main_table_from_summary(summary, macro_ci=macro_ci)
     tokens = analysis.token_table(summary) if len(summary) else pd.DataFrame()
-    curves, selection = sampling.sampling_tables(prep, profile, answer_keys)
+    curves, selection = sampling.sampling_tables(prep, profile)
     labels = difficulty.difficulty_labels(prep, profile, difficulty_method)
     notes = [f"{'/'.join(g)}: {n} planned trajectories not run (problem/sample not recoverable from the counts)"
              for g, n in sorted(prep.unnamed_missing.items())]

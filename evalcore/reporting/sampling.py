@@ -10,17 +10,15 @@ ISC (SIRL's instance-enhanced self-consistency) is defined in ``evalcore.selecti
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 import pandas as pd
 
 from evalcore.grading import grade_parsed
 from evalcore.metrics import maj_at_k, majority_answer, mean_if_all, mean_pass_at_k, pass_at_k
-from evalcore.problems import AnswerKey
 from evalcore.reporting.frame import GROUP, Prepared
 from evalcore.reporting.tables import MACRO
-from evalcore.selection import MAX_DECIMALS, benchmark_decimals, isc_select, orr1_vote, unscored
+from evalcore.selection import isc_select, orr1_vote, unscored
 
 
 def k_values(max_n: int) -> list[int]:
@@ -34,8 +32,7 @@ def k_values(max_n: int) -> list[int]:
     return ks
 
 
-def sampling_tables(prep: Prepared, profile: str,
-                    answer_keys: Mapping[str, AnswerKey] | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+def sampling_tables(prep: Prepared, profile: str) -> tuple[pd.DataFrame, pd.DataFrame]:
     """``(curves, selection)``.
 
     ``curves``: one row per (model, method, benchmark, k) with ``pass@k`` and ``maj@k``
@@ -44,8 +41,8 @@ def sampling_tables(prep: Prepared, profile: str,
 
     ``selection``: one row per (model, method), for each benchmark and Macro the columns
     ``avg:<b>`` (avg@k), ``pass@n:<b>``, ``maj@n:<b>`` (tolerance-clustered vote),
-    ``orr1@n:<b>`` (OR-R1's exact vote after rounding to ``dec:<b>`` decimals, the
-    benchmark's rounding from ``answer_keys``), ``isc@n:<b>`` and ``isc_unscored:<b>``
+    ``orr1@n:<b>`` (OR-R1's released vote, :func:`evalcore.selection.orr1_vote`: int(float) of
+    the numbers, a winner needs two votes), ``isc@n:<b>`` and ``isc_unscored:<b>``
     (submitted samples without a captured model) with n the benchmark's samples per
     problem (``n:<b>``). Macro of a selection column is None when a benchmark has no value.
     """
@@ -84,13 +81,10 @@ def sampling_tables(prep: Prepared, profile: str,
         planned = prep.planned[g]
         row[f"avg:{b}"] = sum(pr["c"] for pr in probs) / planned if planned else None
         row[f"pass@n:{b}"] = mean_if_all([pass_at_k(pr["n"], pr["c"], pr["n"]) for pr in probs]) if probs and n else None
-        key = (answer_keys or {}).get(b)
-        dec = benchmark_decimals(key.answers.values()) if key is not None else MAX_DECIMALS
-        row[f"dec:{b}"] = dec
         if known_expected and probs:
             row[f"maj@n:{b}"] = sum(grade_parsed(majority_answer(pr["subs"], profile), pr["expected"], profile)
                                     for pr in probs) / len(probs)
-            row[f"orr1@n:{b}"] = sum(grade_parsed(orr1_vote(pr["subs"], dec), pr["expected"], profile)
+            row[f"orr1@n:{b}"] = sum(grade_parsed(orr1_vote(pr["subs"]), pr["expected"], profile)
                                      for pr in probs) / len(probs)
             row[f"isc@n:{b}"] = sum(grade_parsed(isc_select(pr["subs"], pr["models"], profile)[0], pr["expected"], profile)
                                     for pr in probs) / len(probs)
@@ -100,7 +94,7 @@ def sampling_tables(prep: Prepared, profile: str,
     sel = pd.DataFrame(list(sel_rows.values())).astype(object)
     sel = sel.where(sel.notna(), None)
     for c in sel.columns:  # counts stay integers (a benchmark absent for some rows made them float)
-        if c.startswith(("n:", "dec:", "isc_unscored:")):
+        if c.startswith(("n:", "isc_unscored:")):
             sel[c] = [int(v) if isinstance(v, float) and v.is_integer() else v for v in sel[c]]
     if len(sel):
         benches = sorted({g[2] for g in per_group})
@@ -108,7 +102,7 @@ def sampling_tables(prep: Prepared, profile: str,
             vals = [[r.get(f"{kind}:{b}") for b in benches] for r in sel.to_dict("records")]
             sel[f"{kind}:{MACRO}"] = [sum(v) / len(v) if v and all(x is not None and not pd.isna(x) for x in v) else None
                                       for v in vals]
-        kinds = ("n", "dec", "avg", "pass@n", "maj@n", "orr1@n", "isc@n", "isc_unscored")
+        kinds = ("n", "avg", "pass@n", "maj@n", "orr1@n", "isc@n", "isc_unscored")
         order = ["model", "method"] + [f"{kind}:{b}" for b in benches + [MACRO] for kind in kinds
                                        if f"{kind}:{b}" in sel.columns]
         sel = sel[order]

@@ -21,7 +21,8 @@ NON_OUTCOME_KEYS = ("sweep", "plan_only", "data", "cluster", "serving", "trackin
 # Fields of the evalcore sections that the sweep schema gained after fingerprints were first
 # recorded. At their default they stay out of the resolved config (and so out of every
 # fingerprint), so existing sweeps keep their keys; any other value is hashed.
-ADDED_FIELDS = (("sampling", "extra_body"), ("budgets", "max_output_tokens"))
+ADDED_FIELDS = (("sampling", "extra_body"), ("budgets", "max_output_tokens"), ("budgets", "match"),
+                ("budgets", "match_to"))
 # Top-level keys added later, left out of the resolved config while empty (same reason).
 ADDED_TOP = ("method_budgets", "command_line")
 
@@ -112,6 +113,9 @@ def _budgets_view(cfg: SweepConfig, method: str) -> dict[str, Any]:
     ``max_output_tokens`` only when the method states it or the sweep changed it."""
     out: dict[str, Any] = as_plain(effective_budgets(cfg, method))
     out.pop("exec_limits")
+    for key in ("match", "match_to"):  # added later: hashed only when a sweep matches budgets
+        if out[key] is None:
+            out.pop(key)
     stated = method_config(method).budgets.max_output_tokens is not None
     if not stated and cfg.budgets.max_output_tokens == Budgets().max_output_tokens:
         out.pop("max_output_tokens")

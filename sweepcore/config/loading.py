@@ -32,6 +32,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from evalcore.grading import PROFILES
+from evalcore.harnesses.base import MATCH_KINDS
 from evalcore.sandbox.types import Limits
 from evalcore.solvers import validate as validate_solvers
 from sweepcore.config.entities import (
@@ -186,6 +187,7 @@ def _check_values(cfg: SweepConfig) -> None:
     except ValueError as exc:
         raise ConfigError(f"solvers: {exc}") from None
     _check_method_budgets(cfg)
+    _check_budget_match(cfg)
     for slug, n in cfg.samples.per_benchmark.items():
         _check(benchmark_known(slug), f"samples.per_benchmark.{slug}",
                f"unknown benchmark{_hint(slug, _known('benchmarks'))}")
@@ -197,6 +199,22 @@ def _check_values(cfg: SweepConfig) -> None:
         method_config(name)
     for slug in cfg.benchmarks:
         benchmark_config(slug)
+
+
+def _check_budget_match(cfg: SweepConfig) -> None:
+    """``budgets.match`` (tokens | calls) with ``budgets.match_to``: a positive number or a method."""
+    match, to = cfg.budgets.match, cfg.budgets.match_to
+    if match is None:
+        _check(to is None, "budgets.match_to", "is set but budgets.match is not (tokens or calls)")
+        return
+    _check(match in MATCH_KINDS, "budgets.match", f"must be one of {', '.join(MATCH_KINDS)}, got {match!r}")
+    _check(to is not None and str(to) != "", "budgets.match_to", "is needed with budgets.match: a number or a method")
+    text = str(to)
+    if text.isdigit():
+        _check(int(text) > 0, "budgets.match_to", "must be positive")
+    else:
+        _check(_method_exists(text), "budgets.match_to",
+               f"is neither a number nor a method (no configs/methods/{text}.yaml)")
 
 
 def _check_method_budgets(cfg: SweepConfig) -> None:

@@ -10,7 +10,7 @@ from dataclasses import fields, replace
 from typing import Any, TypeVar
 
 from evalcore.harnesses._common import merge_body
-from evalcore.harnesses.base import Budgets
+from evalcore.harnesses.base import MATCH_KINDS, Budgets
 from evalcore.models.base import Sampling
 from evalcore.sandbox.types import Limits
 from sweepcore.config.entities import benchmark_config, method_config, model_config
@@ -78,6 +78,20 @@ def effective_budgets(cfg: SweepConfig, method: str) -> Budgets:
     """The sweep's budgets, the method's YAML on top, then the command line's ``budgets.*``, then
     ``method_budgets.<method>.*`` (the most specific); ``exec_limits`` are the method's effective
     sandbox limits."""
+    own = _own_budgets(cfg, method)
+    if cfg.budgets.match is None:
+        return own
+    # budgets.match: every method stops at the same budget, a number or the named method's own
+    target = MATCH_KINDS[cfg.budgets.match]
+    to = str(cfg.budgets.match_to)
+    value = int(to) if to.isdigit() else int(getattr(_own_budgets(cfg, to), target))
+    if target == "max_calls":
+        return replace(own, max_calls=value)
+    return replace(own, max_total_tokens=value)
+
+
+def _own_budgets(cfg: SweepConfig, method: str) -> Budgets:
+    """A method's budgets before ``budgets.match``."""
     base = replace(cfg.budgets, exec_limits=effective_limits(cfg, method))
     over = overlay(overlay(base, method_config(method).budgets), pinned(cfg, "budgets"))
     return overlay(over, cfg.method_budgets.get(method) or {})

@@ -153,32 +153,34 @@ def test_selection_columns(rep):
 
 def test_orr1_vote_next_to_the_tolerance_vote(rep):
     d = cell(rep.selection, model="M1", method="direct")
-    # benchmark A's answers are written without decimals: a1 votes 10, 10.001 -> 10, "10" -> all
-    # agree; a2's infeasible does not vote, 12 wins alone (wrong) -> 1/2, where maj@n lets
-    # infeasible vote and win the tie (1.0)
-    assert d["dec:A"] == 0 and d["orr1@n:A"] == pytest.approx(0.5) and d["maj@n:A"] == pytest.approx(1.0)
-    assert d["orr1@n:B"] == 0 and d["orr1@n:C"] == pytest.approx(0.5)
+    # OR-R1's released vote: a1's 10, 10.001 and "10" all vote int 10 (three votes: right); a2's
+    # infeasible does not vote and 12 alone has one vote, short of the two a winner needs (wrong)
+    # -> 1/2, where maj@n lets infeasible vote and win the tie (1.0)
+    assert "dec:A" not in d and d["orr1@n:A"] == pytest.approx(0.5) and d["maj@n:A"] == pytest.approx(1.0)
+    # B: no number twice; C: one sample per problem, so never two votes (maj@n takes the lone answer)
+    assert d["orr1@n:B"] == 0 and d["orr1@n:C"] == 0 and d["maj@n:C"] == pytest.approx(0.5)
     o = cell(rep.selection, model="M1", method="opticycle")
-    assert o["orr1@n:A"] == pytest.approx(0.5)  # a1: 10 and 11 tie -> first (10); a2: only statuses -> None
+    assert o["orr1@n:A"] == 0  # a1: 10 and 11 one vote each -> no winner; a2: only statuses -> None
     assert d["isc_unscored:A"] == 1 and d["isc_unscored:C"] == 2  # a2's "infeasible"; C rows carry no model
-    assert "orr1@n" in rep.markdown()
+    assert "orr1@n" in rep.markdown() and "released vote" in rep.markdown()
 
 
-def test_orr1_rounding_and_decimals():
-    from evalcore.selection import benchmark_decimals, orr1_vote, select
+def test_orr1_vote_is_the_released_rule():
+    from evalcore.rewards_released import orr1_vote as released
+    from evalcore.selection import orr1_vote, select
 
-    assert benchmark_decimals([10.0, 2.5, 3.125, "infeasible", 7]) == 3
-    assert benchmark_decimals([1e-9]) == 6 and benchmark_decimals([]) == 0
-    # statuses never vote, however many: 1.00 (x2) ties 2.00 (x2) and the first seen wins
-    assert orr1_vote([1.004, 2.0, 0.996, 2.0, "infeasible", "infeasible", "infeasible"], 2) == 1.004
-    # 1.004 -> 1.0 and 0.996 -> 1.0 agree exactly after rounding to 2 decimals: two votes beat 2.0's one
-    assert orr1_vote([1.004, 0.996, 2.0], 2) == 1.004
-    assert orr1_vote([1.004, 0.996, 2.0], 3) == 1.004  # three distinct values: tie -> first seen
-    assert orr1_vote(["infeasible", None], 2) is None
-    assert orr1_vote([float("nan"), 3.0], 2) == 3.0 and orr1_vote([float("nan")], 2) is None  # NaN never votes
+    # int(float(x)): 1.9 and 1.2 both vote 1 and beat 2.0's single vote; statuses never vote
+    assert orr1_vote([1.9, 2.0, 1.2, "infeasible", "infeasible", "infeasible"]) == 1.0
+    assert released(["1.9", "2.0", "1.2", None, None, None]) == 1
+    # a tie of two votes each: the first value to reach the count wins (1, reached at index 2)
+    assert orr1_vote([1.0, 2.0, 1.5, 2.5]) == 1.0
+    # no value with two votes: no answer, however many samples
+    assert orr1_vote([1.004, 0.996, 2.0]) is None and orr1_vote([7.0]) is None
+    assert orr1_vote(["infeasible", None]) is None
+    assert orr1_vote([float("nan"), 3.0, 3.4]) == 3.0 and orr1_vote([float("nan"), float("nan")]) is None
     assert isc_select([float("nan"), 4.0], [None, None], "optagentbench") == (4.0, [0.0, 1.0])
     assert select([5.0, 5.001, 6.0], "optagentbench", "tolerance") == 5.0
-    assert select([5.0, 5.001, 6.0], "optagentbench", "orr1", decimals=3) == 5.0
+    assert select([5.0, 5.7, 6.0], "optagentbench", "orr1") == 5.0
     with pytest.raises(ValueError, match="unknown selection profile"):
         select([1.0], "optagentbench", "mode")
 
