@@ -250,7 +250,7 @@ def child(name: str, out: Path) -> None:
     from sweepcore.plan import expand_plan
 
     cfg = load_config(config_argv(out))
-    prep = SimpleNamespace(ledger=led, cfg=cfg, config_errors={}, plan=expand_plan(cfg, problem_ids(cfg)[0]))
+    prep: Any = SimpleNamespace(ledger=led, cfg=cfg, config_errors={}, plan=expand_plan(cfg, problem_ids(cfg)[0]))
     summary = results_summary(prep)
     with open(os.devnull, "w") as sink:
         code = sweep_exit_of(prep, sink)

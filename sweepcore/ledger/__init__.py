@@ -6,6 +6,7 @@ from sweepcore.ledger.errors import CommitError, ConfigChangedError, DamagedFile
 from sweepcore.ledger.manifest import config_diff
 from sweepcore.ledger.rows import error_row, trajectory_row
 from sweepcore.ledger.schema import (
+    DETAIL_COLUMNS,
     LEDGER_FORMAT,
     MANIFEST,
     OBJECT_STORES,
@@ -16,10 +17,12 @@ from sweepcore.ledger.schema import (
     REPLACES_META,
     TMP_DIR,
     TRAJ_DIR,
+    columns_without,
 )
 from sweepcore.ledger.store import Ledger, join_uri, open_filesystem
 
 __all__ = [
+    "DETAIL_COLUMNS", "columns_without",
     "LEDGER_FORMAT", "MANIFEST", "OBJECT_STORES", "PLAN_FILE", "PLAN_SCHEMA", "QUARANTINE_DIR", "REPAIR_HINT", "REPLACES_META",
     "TMP_DIR", "TRAJ_DIR", "CommitError", "ConfigChangedError", "DamagedFileError", "DuplicateKeyError", "Ledger",
     "LedgerError", "config_diff", "error_row", "join_uri", "open_filesystem", "trajectory_row",
