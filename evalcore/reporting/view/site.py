@@ -58,17 +58,14 @@ def _umask() -> int:
     return mask
 
 
-# Files get what open() would give them (0644 under the usual umask 022), not mkstemp's 0600: colleagues
-# sharing a results folder must be able to open the viewer. Read once: os.umask can only be read by setting it.
-FILE_MODE = 0o666 & ~_umask()
-
-
 def _write(path: Path, text: str) -> None:
     """Atomic, so a viewer open in a browser never reads half a page."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     with os.fdopen(fd, "w", encoding="utf-8") as fh:
         fh.write(text)
-    os.chmod(tmp, FILE_MODE)
+    # what open() would give (0644 under the usual umask 022), not mkstemp's 0600: colleagues sharing a
+    # results folder must be able to open the viewer
+    os.chmod(tmp, 0o666 & ~_umask())
     os.replace(tmp, path)
 
 
