@@ -26,10 +26,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pyarrow.compute as pc
+
 from jobs.paper_report import run_merged, wants
-from sweepcore.config import ConfigError, SweepConfig, load_config, model_config
-from sweepcore.ledger import Ledger, LedgerError
-from sweepcore.tracking import Tracker, results_markdown, summarize_ledger, sync_from_ledger, ui_command
+from sweepcore.config import ConfigError, SweepConfig, load_config, method_config, model_config
+from sweepcore.ledger import Ledger, LedgerError, columns_without
+from sweepcore.tracking import SUMMARY_READ, Tracker, results_markdown, summarize_ledger, sync_from_ledger, ui_command
 
 FLAGS = ("--sync-mlflow", "--from-mlflow", "--summary")
 VALUED = ("--out", "--profile", "--compare", "--bootstrap", "--seed")
@@ -98,7 +100,7 @@ def full_report(cfg: SweepConfig, ledger: Ledger, opts: dict[str, Any], tracker:
     if plan is None:
         raise UsageError(no_plan_message(ledger))
     plan_df = plan.to_pandas()
-    table = ledger.read_table().to_pandas()
+    table = report_rows(ledger, sorted(plan_df["method"].unique()))
     profile = opts["--profile"] or cfg.grading.profile
     compare = tuple(opts["--compare"].split(",")) if opts["--compare"] else None
     if compare is not None and len(compare) != 2:
@@ -131,6 +133,33 @@ def full_report(cfg: SweepConfig, ledger: Ledger, opts: dict[str, Any], tracker:
     return 0
 
 
+def semopt_methods(methods: list[str]) -> list[str]:
+    """The methods run by the SemOPT harness: the only ones whose report tables read transcripts."""
+    out = []
+    for m in methods:
+        try:
+            if method_config(m).harness == "semopt":
+                out.append(m)
+        except ConfigError:  # a method config gone since the sweep ran: its transcripts are read
+            out.append(m)
+    return out
+
+
+def report_rows(ledger: Ledger, methods: list[str]) -> Any:
+    """The ledger's rows as pandas without the transcripts (95% of a row's bytes at the paper's
+    tokens), which only SemOPT's tables read: those methods' rows get theirs in a second, filtered
+    read (issue 44: the report's memory no longer follows the transcripts' size)."""
+    table = ledger.read_table(columns=columns_without("transcript")).to_pandas()
+    sem = semopt_methods(methods)
+    table["transcript"] = None
+    if sem and len(table):
+        texts = ledger.read_table(columns=["key", "transcript"], filter=pc.field("method").isin(sem))
+        by_key = dict(zip(texts.column("key").to_pylist(), texts.column("transcript").to_pylist()))
+        table["transcript"] = table["key"].map(by_key).astype(object)
+        table["transcript"] = table["transcript"].where(table["transcript"].notna(), None)
+    return table
+
+
 def _int_opt(opts: dict[str, Any], name: str, default: int, minimum: int) -> int:
     raw = opts.get(name)
     if raw is None:
@@ -148,7 +177,7 @@ def no_plan_message(ledger: Ledger) -> str:
     """No plan.parquet: a sweep that never started, or one whose plan file was lost (it has a
     manifest or committed rows); the second is named as such, with the way to rewrite it."""
     try:
-        committed = ledger.read_table().num_rows
+        committed = ledger.read_table(columns=["key"]).num_rows
     except Exception:  # a damaged part is reported by the reads that need it
         committed = 0
     if committed or ledger.manifest() is not None:
@@ -213,7 +242,6 @@ def main(argv: list[str] | None = None) -> int:
     if plan is None:
         print(f"error: {no_plan_message(ledger)}", file=sys.stderr)
         return 2
-    table = ledger.read_table()
     tracker = None
     if opts["--sync-mlflow"]:
         tracker = Tracker.from_config(cfg)
@@ -225,7 +253,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             print(f"MLflow sync failed ({tracker.uri}); see the warnings above", file=sys.stderr)
     else:
-        summary = summarize_ledger(table, plan)
+        summary = summarize_ledger(ledger.read_table(columns=SUMMARY_READ), plan)
     committed = int(summary["scored"].sum()) if len(summary) else 0
     if opts["--summary"]:
         families = {m: v["family"] for m, v in model_meta(list(cfg.models)).items()}

@@ -14,6 +14,8 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any, TextIO
 
+import pyarrow.compute as pc
+
 from cluster.driver.prepare import Prepared
 
 EXIT_OK = 0
@@ -26,10 +28,11 @@ def error_rows(table: Any, keys: Sequence[str] | None = None) -> list[str]:
     """The ``error`` text of each ``status=error`` row (of ``keys`` when given: the plan's)."""
     if table is None or table.num_rows == 0:
         return []
-    rows = table.select(["key", "status", "error"]).to_pylist()
+    errs = table.select(["key", "status", "error"])
+    errs = errs.filter(pc.equal(errs.column("status"), "error"))  # Arrow first: Python objects for errors only
     wanted = set(keys) if keys is not None else None
-    return [str(r["error"] or "no reason recorded") for r in rows
-            if r["status"] == "error" and (wanted is None or r["key"] in wanted)]
+    return [str(r["error"] or "no reason recorded") for r in errs.to_pylist()
+            if wanted is None or r["key"] in wanted]
 
 
 def _reason_class(reason: str) -> str:
@@ -63,5 +66,6 @@ def sweep_exit(name: str, table: Any, *, allow_errors: bool = False, config_erro
 def exit_code(prep: Prepared) -> int:
     """:func:`sweep_exit` for a finished (not interrupted) sweep, from its ledger and plan."""
     cfg = prep.cfg
-    return sweep_exit(cfg.sweep.name, prep.ledger.read_table(), allow_errors=cfg.sweep.allow_errors,
+    rows = prep.ledger.read_table(columns=["key", "status", "error"])  # never the transcripts
+    return sweep_exit(cfg.sweep.name, rows, allow_errors=cfg.sweep.allow_errors,
                       config_errors=prep.config_errors, keys=[it.key for it in prep.plan])

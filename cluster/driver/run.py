@@ -243,9 +243,11 @@ def _commit_failed(exc: Exception, stop: StopState) -> None:
 
 def finalize(prep: Prepared, tracker: Tracker | None = None, interrupted: bool = False) -> Any:
     """Print the results table (marked SIMULATED when it is), log it to MLflow, say where things are."""
-    table, plan = prep.ledger.read_table(), prep.ledger.read_plan()
     summary = None
     if tracker is not None:
+        # MLflow's traces carry calls and executions: the whole rows are read only when tracking
+        table, plan = prep.ledger.read_table(), prep.ledger.read_plan()
+        tracker.ledger_uri = prep.ledger.trajectories_uri
         background = getattr(tracker, "background", None)
         if background is not None:
             if not tracker.active:  # one more chance for a slow start before the results

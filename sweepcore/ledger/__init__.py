@@ -5,6 +5,7 @@ compaction) and ``errors``. The writer lease is ``sweepcore.lease``."""
 from sweepcore.ledger.manifest import config_diff
 from sweepcore.ledger.rows import error_row, trajectory_row
 from sweepcore.ledger.schema import (
+    DETAIL_COLUMNS,
     LEDGER_FORMAT,
     MANIFEST,
     OBJECT_STORES,
@@ -15,11 +16,13 @@ from sweepcore.ledger.schema import (
     REPLACES_META,
     TMP_DIR,
     TRAJ_DIR,
+    columns_without,
 )
 from sweepcore.ledger.store import Ledger, join_uri, open_filesystem
 from sweepcore.ledger_errors import CommitError, ConfigChangedError, DamagedFileError, DuplicateKeyError, LedgerError
 
 __all__ = [
+    "DETAIL_COLUMNS", "columns_without",
     "LEDGER_FORMAT", "MANIFEST", "OBJECT_STORES", "PLAN_FILE", "PLAN_SCHEMA", "QUARANTINE_DIR", "REPAIR_HINT", "REPLACES_META",
     "TMP_DIR", "TRAJ_DIR", "CommitError", "ConfigChangedError", "DamagedFileError", "DuplicateKeyError", "Ledger",
     "LedgerError", "config_diff", "error_row", "join_uri", "open_filesystem", "trajectory_row",

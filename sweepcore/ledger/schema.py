@@ -31,6 +31,14 @@ PLAN_SCHEMA = pa.schema([
     ("benchmark", pa.string()), ("problem_id", pa.string()), ("sample", pa.int32()),
 ])
 _REQUIRED = [f.name for f in LEDGER_SCHEMA if not f.nullable]
+# The JSON columns that hold a trajectory's detail (the transcript alone is ~95% of a row's bytes at the
+# paper's token counts): readers that only count, score or summarize leave them on disk (issue 44).
+DETAIL_COLUMNS = ("calls", "execs", "transcript", "budgets")
+
+
+def columns_without(*names: str) -> list[str]:
+    """Every ledger column but ``names`` (a reader's projection: Parquet then never reads those)."""
+    return [c for c in LEDGER_SCHEMA.names if c not in names]
 _COLUMNS = set(LEDGER_SCHEMA.names)
 _FILE_RE = re.compile(r"^(part|compact|rewrite)-(\d+)-[0-9a-f]+\.parquet$")
 

@@ -47,6 +47,7 @@ import json
 import os
 import uuid
 from collections import defaultdict
+from collections.abc import Iterator
 from typing import Any
 
 import pyarrow as pa
@@ -276,14 +277,31 @@ class Ledger(ManifestMixin):
         assert self._keys is not None
         return key in self._keys
 
-    def read_table(self, columns: list[str] | None = None) -> pa.Table:
-        """All committed rows; schemas unified with ``LEDGER_SCHEMA`` (its columns first)."""
+    def read_table(self, columns: list[str] | None = None, filter: Any = None) -> pa.Table:
+        """All committed rows; schemas unified with ``LEDGER_SCHEMA`` (its columns first). Pass the
+        ``columns`` a reader uses (``schema.columns_without(*DETAIL_COLUMNS)`` for one that scores):
+        Parquet then never reads the others, and the transcripts are most of a ledger's bytes.
+        ``filter``: a ``pyarrow.compute`` expression on the rows (``pc.field("method").isin([...])``)."""
+        dataset = self._dataset()
+        if dataset is None:
+            return LEDGER_SCHEMA.empty_table() if columns is None else LEDGER_SCHEMA.empty_table().select(columns)
+        return dataset.to_table(columns=columns, filter=filter)
+
+    def scan(self, columns: list[str], batch_rows: int = 8192) -> Iterator[pa.RecordBatch]:
+        """The committed rows' ``columns`` one record batch at a time, for readers that aggregate as
+        they go (their memory then depends on the batch, not on the ledger's size)."""
+        dataset = self._dataset()
+        if dataset is None:
+            return
+        yield from dataset.to_batches(columns=columns, batch_size=batch_rows)
+
+    def _dataset(self) -> ds.Dataset | None:
         files = self.files()
         if not files:
-            return LEDGER_SCHEMA.empty_table() if columns is None else LEDGER_SCHEMA.empty_table().select(columns)
+            return None
         factory = ds.FileSystemDatasetFactory(self.fs, files, ds.ParquetFileFormat())
         schema = pa.unify_schemas([LEDGER_SCHEMA, factory.inspect(fragments=None)], promote_options="permissive")
-        return ds.dataset(files, schema=schema, format="parquet", filesystem=self.fs).to_table(columns=columns)
+        return ds.dataset(files, schema=schema, format="parquet", filesystem=self.fs)
 
     # ---- writing ----
     def _writable(self) -> None:

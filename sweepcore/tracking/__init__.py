@@ -5,6 +5,7 @@ from sweepcore.tracking.tracker import (
     MAX_METRICS_PER_BATCH,
     ROLE_TAG,
     SIMULATED_TAG,
+    SUMMARY_READ,
     SWEEP_TAG,
     BackgroundStart,
     OffLoop,
@@ -29,7 +30,7 @@ from sweepcore.tracking.tracker import (
 )
 
 __all__ = [
-    "ACTIVE_TAG", "BackgroundStart", "MAX_METRICS_PER_BATCH", "OffLoop", "ROLE_TAG", "SIMULATED_TAG", "SWEEP_TAG",
+    "ACTIVE_TAG", "BackgroundStart", "MAX_METRICS_PER_BATCH", "OffLoop", "ROLE_TAG", "SIMULATED_TAG", "SUMMARY_READ", "SWEEP_TAG",
     "Tracker", "TrackingWarning", "end_line", "model_families",
     "git_revision", "plan_params", "planned_counts_from", "problem_counts_from",
     "results_markdown", "run_metrics", "run_params", "runs_url", "samples_per_benchmark", "summarize_ledger",

@@ -75,6 +75,12 @@ MAX_FAILURES = 3
 SUMMARY_COLUMNS = ["key", "model", "method", "benchmark", "problem_id", "status", "correct", "prompt_tokens",
                    "completion_tokens", "exec_ok", "submission_value", "submission_status",
                    "simulated", "committed_at"]
+# What summarize_ledger reads (the calls column for the truncated/rejected counts): callers read only
+# these (Ledger.read_table(columns=SUMMARY_READ)), never the transcripts
+SUMMARY_READ = [*SUMMARY_COLUMNS, "calls"]
+# An MLflow child's artifact: its rows' scoring columns; the detail stays in the ledger (its URI is a tag)
+ARTIFACT_DROP = ("calls", "execs", "transcript", "budgets")
+LEDGER_TAG = "opteval.ledger"
 
 
 class TrackingWarning(UserWarning):
@@ -320,6 +326,7 @@ class Tracker:
         self._session_start: float | None = None  # set when runs start; finish() adds the active time
         self.quiet = False  # BackgroundStart's retries: one line per outage, not a warning per attempt
         self.synced = False  # the last log_results reached MLflow: it holds every result of the ledger
+        self.ledger_uri: str | None = None  # tagged on each child (LEDGER_TAG): where its transcripts are
         if enabled and uri.startswith(("http://", "https://")):
             # A dead server must not stall the sweep for minutes of retries (user values win).
             os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "1")
@@ -487,7 +494,8 @@ class Tracker:
                 import pyarrow.parquet as pq
 
                 cell = table.filter(mask)
-                pq.write_table(cell, d / "trajectories.parquet", compression="zstd")
+                artifact = cell.drop_columns([c for c in ARTIFACT_DROP if c in cell.column_names])
+                pq.write_table(artifact, d / "trajectories.parquet", compression="zstd")
                 part = summary[(summary["model"] == model) & (summary["method"] == method)]
                 self._final_progress(run_id, cell, int(part["planned"].sum()), ts)
                 if "simulated" in part.columns and bool(part["simulated"].fillna(False).any()):
@@ -495,6 +503,8 @@ class Tracker:
                     self.client.set_tag(self.parent_id, SIMULATED_TAG, "true")
                 (d / "results.md").write_text(results_markdown(part, f"{self.sweep}: {model}/{method}"))
                 self.client.log_artifact(run_id, str(d / "trajectories.parquet"))
+                if self.ledger_uri:
+                    self.client.set_tag(run_id, LEDGER_TAG, self.ledger_uri)
                 self.client.log_artifact(run_id, str(d / "results.md"))
             total = {"planned": float(summary["planned"].sum()), "missing": float(summary["missing"].sum()),
                      "committed": float(table.num_rows)}
@@ -599,6 +609,7 @@ def sync_from_ledger(ledger: Ledger, tracker: Tracker) -> Any:
     pairs = list(dict.fromkeys(zip(plan.column("model").to_pylist(), plan.column("method").to_pylist())))
     tracker.start(man.get("config", {}), man.get("fingerprint", ""), pairs)
     tracker._session_start = None  # re-logging is not sweep time: durations stay as the sweep left them
+    tracker.ledger_uri = ledger.trajectories_uri
     table = ledger.read_table()
     summary = tracker.log_results(table, plan, (man.get("plan") or {}).get("recorded_at"))
     traced = tracker.log_traces(table, plan)

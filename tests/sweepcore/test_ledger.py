@@ -249,3 +249,23 @@ def test_the_sweep_command_exits_2_on_a_newer_format(tmp_path):
     assert proc.returncode == 2, proc.stderr[-2000:]
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and str(path) in lines[0] and "newer" in lines[0], proc.stderr
+
+
+def test_readers_read_only_the_columns_and_rows_they_ask_for(tmp_path):
+    """Issue 44: a reader that scores never reads the transcripts; scan yields record batches."""
+    import pyarrow.compute as pc
+
+    from sweepcore.ledger import DETAIL_COLUMNS, columns_without
+
+    cfg, res, fp, plan = _setup(tmp_path)
+    led = Ledger.open(str(tmp_path), "demo", res, fp)
+    led.commit([_row(p) for p in plan[:7]])
+    slim = led.read_table(columns=columns_without(*DETAIL_COLUMNS))
+    assert slim.num_rows == 7 and not set(DETAIL_COLUMNS) & set(slim.column_names)
+    direct = led.read_table(columns=["key", "transcript"], filter=pc.field("method").isin(["direct"]))
+    assert set(direct.column("key").to_pylist()) == {p.key for p in plan[:7] if p.method == "direct"}
+    batches = list(led.scan(["key", "status"], batch_rows=3))
+    assert all(b.schema.names == ["key", "status"] and b.num_rows <= 3 for b in batches)
+    assert sum(b.num_rows for b in batches) == 7
+    empty = Ledger.open(str(tmp_path), "other", res, fp)
+    assert list(empty.scan(["key"])) == [] and empty.read_table(columns=["key"]).num_rows == 0

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import socket
 
+import pyarrow.parquet as pq
 import pytest
 
 from evalcore.records import CallRecord, ExecRecord, Submission, Trajectory
@@ -69,6 +70,10 @@ def test_metrics_equal_ledger_recomputation(synced):
     assert client.get_run(tracker.children[("sim-small", "optistate")]).data.metrics["missing/complexor"] == 2
     arts = {a.path for a in client.list_artifacts(tracker.children[("sim-small", "direct")])}
     assert {"trajectories.parquet", "results.md"} <= arts
+    # issue 44: the artifact carries the scoring columns, never the transcripts (they stay in the ledger)
+    got = client.download_artifacts(tracker.children[("sim-small", "direct")], "trajectories.parquet", str(out))
+    cols = set(pq.read_schema(got).names)
+    assert {"key", "correct", "status"} <= cols and not {"transcript", "calls", "execs"} & cols
     hist = client.get_metric_history(tracker.children[("sim-small", "direct")], "progress/done")
     assert sorted(m.step for m in hist) == [4, 11]  # the periodic snapshot, then the ledger's final value
     direct = client.get_run(tracker.children[("sim-small", "direct")]).data.metrics

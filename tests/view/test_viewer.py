@@ -97,6 +97,23 @@ def test_text_is_escaped_not_rendered(tmp_path):
     assert _rows(site.index)[0]["error"] == evil  # the JSON still round-trips the exact text
 
 
+def test_site_files_are_readable_by_the_group(tmp_path):
+    """Colleagues sharing a results folder open the viewer: files follow the umask (0644 under 022), not 0600."""
+    import os
+    import stat
+
+    old = os.umask(0o022)
+    try:
+        row = {"key": "m/direct/b/p1/0/abc", "model": "m", "method": "direct", "benchmark": "b", "problem_id": "p1",
+               "sample": 0, "status": "no_submission", "correct": False, "error": None, "submission": None,
+               "transcript": "[]", "calls": "[]", "execs": "[]"}
+        site = write_site(pd.DataFrame([row]), None, tmp_path / "v")
+    finally:
+        os.umask(old)
+    modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in site.index.parent.iterdir() if p.is_file()}
+    assert modes and set(modes.values()) == {0o644}, modes
+
+
 def test_show_prints_one_trajectory_by_key_prefix(demo):
     ledger = Ledger.open_existing(str(demo), SWEEP).read_table().to_pandas()
     row = ledger[ledger["method"] == "opticycle"].iloc[0]

@@ -52,11 +52,20 @@ def _json_for_script(value: Any) -> str:
             .replace("\u2028", "\\u2028").replace("\u2029", "\\u2029"))
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 def _write(path: Path, text: str) -> None:
     """Atomic, so a viewer open in a browser never reads half a page."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     with os.fdopen(fd, "w", encoding="utf-8") as fh:
         fh.write(text)
+    # what open() would give (0644 under the usual umask 022), not mkstemp's 0600: colleagues sharing a
+    # results folder must be able to open the viewer
+    os.chmod(tmp, 0o666 & ~_umask())
     os.replace(tmp, path)
 
 

@@ -1,0 +1,33 @@
+"""Issue 44: ``opteval report`` reads transcripts only for the methods whose tables use them (SemOPT)."""
+from __future__ import annotations
+
+import json
+
+from evalcore.records import CallRecord, Submission, Trajectory
+from jobs.report import report_rows, semopt_methods
+from sweepcore.config import load_config, resolved, sweep_fingerprint
+from sweepcore.ledger import Ledger, trajectory_row
+from sweepcore.plan import expand_plan
+
+
+def test_transcripts_read_for_semopt_rows_only(tmp_path):
+    cfg = load_config([f"sweep.output_dir={tmp_path}", "sweep.name=rr", "methods=[direct,semopt]", "samples.default=1"])
+    res = resolved(cfg)
+    plan = expand_plan(cfg, {"sample": ["p0", "p1"]})
+    led = Ledger.open(str(tmp_path), "rr", res, sweep_fingerprint(res))
+    rows = []
+    for p in plan:
+        t = Trajectory(model=p.model, method=p.method, benchmark=p.benchmark, problem_id=p.problem_id,
+                       sample=p.sample, seed=0, status="submitted", submission=Submission(raw=1.0),
+                       calls=[CallRecord(0, "generate", 3, 2, None, 0.1, "stop")],
+                       transcript=[{"call": 0, "semopt": {"candidate": 0}} if p.method == "semopt" else {"call": 0}])
+        rows.append(trajectory_row(t, key=p.key, correct=True, profile="optagentbench", fingerprint=p.fingerprint,
+                                   sweep="rr", parsed=1.0))
+    led.commit(rows)
+    assert semopt_methods(["direct", "semopt"]) == ["semopt"]
+    df = report_rows(Ledger.open_existing(str(tmp_path), "rr"), ["direct", "semopt"])
+    assert len(df) == len(plan)
+    by_method = {m: list(g["transcript"]) for m, g in df.groupby("method")}
+    assert all(x is None for x in by_method["direct"])
+    assert all(json.loads(x)[0]["semopt"] == {"candidate": 0} for x in by_method["semopt"])
+    assert df["calls"].notna().all()  # what the other tables read is still there
