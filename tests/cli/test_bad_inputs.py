@@ -181,3 +181,18 @@ def test_a_signal_after_the_last_trajectory_says_so_and_exits_130(tmp_path, monk
     assert "signal 2 after the last trajectory (writing the results): every result is committed" in out.err
     assert "interrupted (signal 2) after the last trajectory: every result is committed" in out.out
     assert "Traceback" not in out.err
+
+
+def test_a_misspelt_compare_method_data_slug_or_scheme_gets_a_did_you_mean(finished, tmp_path, capsys):
+    from jobs import data, rewards
+
+    assert _report(finished, "--compare", "direct,optistat") == 2
+    line = _one_line(capsys.readouterr().err)
+    assert "'optistat' not in sweep trk" in line and "did you mean 'optistate'?" in line
+    assert data.main(["fetch", "nl4op", "--data-dir", str(tmp_path)]) == 2
+    assert "did you mean 'nl4opt'?" in _one_line(capsys.readouterr().err)
+    with pytest.raises(SystemExit) as exc:
+        rewards.main(["score", *_regrade_files(tmp_path), "--scheme", "corect", "--out", str(tmp_path / "r.jsonl")])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "unknown scheme 'corect'" in err and "did you mean 'correct'?" in err and "Traceback" not in err
