@@ -109,9 +109,9 @@ def fit_ingress(cfg: SweepConfig, model_cfgs: Mapping[str, Mapping[str, Any]] | 
     the ingress cannot make one fit (then :func:`executor_count` names the cause)."""
     s = cfg.serving
     held = cpu_serving(cfg, model_cfgs)
-    kw = {"cpus_per_gpu": s.cpus_per_gpu, "ingress_cpus": s.ingress_cpus,
-          "gpu_serving": serves_on_gpus(cfg, model_cfgs)}
-    if held <= 0 or s.ingress_cpus <= 0 or executor_slots(nodes, cfg.cluster.executor_cpus, cpu_serving=held, **kw):
+    if held <= 0 or s.ingress_cpus <= 0 or executor_slots(
+            nodes, cfg.cluster.executor_cpus, cpus_per_gpu=s.cpus_per_gpu, ingress_cpus=s.ingress_cpus,
+            gpu_serving=serves_on_gpus(cfg, model_cfgs), cpu_serving=held):
         return cfg
     cpus = max((float(n.get("CPU", 0)) for n in nodes if float(n.get(EXECUTOR_RESOURCE, 0)) > 0), default=0.0)
     room = cpus - (held - float(s.ingress_cpus)) - float(cfg.cluster.executor_cpus)

@@ -150,7 +150,7 @@ def test_simulated_rows_say_so_on_every_page_and_files_are_world_readable(tmp_pa
     real = {**base, "key": "real/direct/b/p2/0/b", "model": "real", "problem_id": "p2", "simulated": False}
     site = write_site(pd.DataFrame([sim, real]), None, tmp_path / "v")
     out = tmp_path / "v"
-    sim_page, real_page = out / page_name(sim["key"]), out / page_name(real["key"])
+    sim_page, real_page = out / page_name(str(sim["key"])), out / page_name(str(real["key"]))
     for path in (site.index, out / "compare.html", sim_page):
         assert "<strong>SIMULATED</strong>" in path.read_text(), path
         assert stat.S_IMODE(path.stat().st_mode) == 0o644, path
