@@ -168,6 +168,13 @@ def _local_init_kwargs(num_cpus: int | None, dashboard: bool) -> dict[str, Any]:
     }
 
 
+def ray_initialized() -> bool:
+    """This process is connected to a Ray already (a sweep run in-process after another)."""
+    import ray
+
+    return bool(ray.is_initialized())
+
+
 def connect(cfg_address: str | None = None, num_cpus: int | None = None, dashboard: bool = False, *,
             between: Callable[[], None] | None = None) -> RayRuntime:
     """Join the configured/ambient cluster, or start a local one (its services on loopback);

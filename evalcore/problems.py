@@ -17,6 +17,7 @@ these files from the pinned public upstreams (see :func:`convert_upstream`).
 """
 from __future__ import annotations
 
+import difflib
 import hashlib
 import json
 import math
@@ -203,8 +204,10 @@ def get_entry(slug: str) -> BenchmarkEntry:
     try:
         return REGISTRY[slug]
     except KeyError:
+        close = difflib.get_close_matches(slug, list(REGISTRY), n=1)
         raise UnknownBenchmarkError(
             f"unknown benchmark {slug!r}; known: {', '.join(sorted(REGISTRY))}"
+            + (f"; did you mean {close[0]!r}?" if close else "")
         ) from None
 
 

@@ -21,6 +21,7 @@ No Ray import.
 """
 from __future__ import annotations
 
+import difflib
 import os
 import sys
 from pathlib import Path
@@ -111,8 +112,10 @@ def full_report(cfg: SweepConfig, ledger: Ledger, opts: dict[str, Any], tracker:
         known = sorted(plan_df["method"].unique())
         unknown = [m for m in compare if m not in known]
         if unknown:
+            close = difflib.get_close_matches(unknown[0], known, n=1)
             raise UsageError(f"--compare: method(s) {', '.join(map(repr, unknown))} not in sweep "
-                             f"{cfg.sweep.name} (its methods: {', '.join(known)})")
+                             f"{cfg.sweep.name} (its methods: {', '.join(known)})"
+                             + (f"; did you mean {close[0]!r}?" if close else ""))
     out = Path(opts["--out"]) if opts["--out"] else default_out(ledger)
     check_out_dir(out)
     report = build_report(table, answer_keys(cfg, sorted(plan_df["benchmark"].unique())), plan_df,

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import difflib
 import json
 import os
 import signal
@@ -65,6 +66,15 @@ class RewardsInputError(ValueError):
 
 
 # -- score -----------------------------------------------------------------------------------
+
+
+def _scheme(name: str) -> str:
+    """``--scheme``: a registered scheme, else argparse's one error line with a did-you-mean."""
+    if name in SCHEMES:
+        return name
+    close = difflib.get_close_matches(name, list(SCHEMES), n=1)
+    raise argparse.ArgumentTypeError(f"unknown scheme {name!r} (known: {', '.join(sorted(SCHEMES))})"
+                                     + (f"; did you mean {close[0]!r}?" if close else ""))
 
 
 def items_for(records: list[ReplayRecord], answers: dict[str, Any], scheme: str) -> list[RewardItem]:
@@ -236,7 +246,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     sc = sub.add_parser("score", help="score a file of completions on executor actors")
     sc.add_argument("--completions", required=True, type=Path)
     sc.add_argument("--answers", required=True, type=Path)
-    sc.add_argument("--scheme", required=True, choices=sorted(SCHEMES))
+    sc.add_argument("--scheme", required=True, type=_scheme, metavar="{" + ",".join(sorted(SCHEMES)) + "}")
     sc.add_argument("--extraction", default=None, choices=sorted(EXTRACTION_PROFILES),
                     help="default: submit, or a released scheme's own profile (sirl-train, orr1-train)")
     sc.add_argument("--grading", default="optagentbench", choices=sorted(GRADING_PROFILES))

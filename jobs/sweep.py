@@ -133,6 +133,7 @@ def _main(argv: list[str] | None) -> int:
         for line in overridden(cfg):  # the precedence rule's decisions, once
             print(line, flush=True)
         check_output_dir(cfg)
+        check_serving(cfg)
         signals.step("checking the benchmark files")
         ensure_data(cfg)
         signals.checkpoint()
@@ -186,6 +187,32 @@ def check_output_dir(cfg: SweepConfig) -> None:
         probe.unlink()
     except OSError as exc:
         raise ConfigError(f"sweep.output_dir: cannot write to {path} ({exc.strerror or exc})") from None
+
+
+def check_serving(cfg: SweepConfig) -> None:
+    """Before Ray starts: a ``backend: vllm`` model where vLLM is not installed, and a Serve port
+    another process holds (Serve's proxy would fail minutes later, in a traceback). Only for a
+    cluster this sweep starts: a joined one may run Serve on that port already."""
+    import importlib.util
+
+    from cluster.runtime import ray_initialized, resolve_address
+    from cluster.serve.serving import port_free
+    from sweepcore.backends import backend_of
+    from sweepcore.config import ConfigError, model_config
+    from sweepcore.vllm_env import install_hint
+
+    backends = {str(n): backend_of(model_config(str(n)), cfg.serving) for n in cfg.models}
+    vllm = [n for n, b in backends.items() if b.name == "vllm"]
+    if vllm and importlib.util.find_spec("vllm") is None:
+        raise ConfigError(f"models: {', '.join(vllm)} {'needs' if len(vllm) == 1 else 'need'} vLLM (backend: vllm), "
+                          f"which this environment "
+                          f"({sys.prefix}) does not have; {install_hint()}")
+    host, port = str(cfg.serving.http_host), int(cfg.serving.http_port)
+    starts_ray = resolve_address(cfg.cluster.address) is None and not ray_initialized()
+    if any(b.serve for b in backends.values()) and starts_ray and not port_free(host, port):
+        raise ConfigError(f"serving.http_port: {host}:{port} is already in use by another process (an "
+                          f"`opteval serve`, another sweep?); stop it or choose a free port, e.g. "
+                          f"serving.http_port={port + 1}")
 
 
 def missing_benchmarks(cfg: SweepConfig) -> list[str]:

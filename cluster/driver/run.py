@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 import signal
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any, NoReturn
 
@@ -80,6 +80,13 @@ def executor_count(cfg: SweepConfig, model_cfgs: Mapping[str, Mapping[str, Any]]
     slots = executor_slots(nodes, cfg.cluster.executor_cpus, cpus_per_gpu=s.cpus_per_gpu,
                            ingress_cpus=s.ingress_cpus, gpu_serving=serves_on_gpus(cfg, model_cfgs),
                            cpu_serving=cpu_serving(cfg, model_cfgs))
+    held = cpu_serving(cfg, model_cfgs)
+    if slots < 1 and held > 0:
+        raise PlacementError(
+            f"no executor can be placed: the models served on CPUs hold {held:g} CPU(s) (their replicas' "
+            f"bundles and serving.ingress_cpus={s.ingress_cpus:g}) and an executor needs "
+            f"cluster.executor_cpus={cfg.cluster.executor_cpus:g} more ({describe_nodes(nodes)}); lower "
+            f"serving.ingress_cpus or cluster.executor_cpus, or start Ray with more CPUs")
     if slots < 1:
         raise PlacementError(
             f"no executor can be placed: no node offers the {EXECUTOR_RESOURCE!r} resource with "
@@ -94,12 +101,36 @@ def executor_count(cfg: SweepConfig, model_cfgs: Mapping[str, Mapping[str, Any]]
     return slots
 
 
+def fit_ingress(cfg: SweepConfig, model_cfgs: Mapping[str, Mapping[str, Any]] | None,
+                nodes: list[dict[str, float]]) -> SweepConfig:
+    """On a small machine (a 2-core laptop) a CPU-served model's bundle plus a 1-CPU ingress leave
+    no CPU for an executor: the ingress (an async proxy, light on CPU) shrinks to what is left
+    beside one executor, said in one line. Unchanged when an executor fits, or when shrinking
+    the ingress cannot make one fit (then :func:`executor_count` names the cause)."""
+    s = cfg.serving
+    held = cpu_serving(cfg, model_cfgs)
+    if held <= 0 or s.ingress_cpus <= 0 or executor_slots(
+            nodes, cfg.cluster.executor_cpus, cpus_per_gpu=s.cpus_per_gpu, ingress_cpus=s.ingress_cpus,
+            gpu_serving=serves_on_gpus(cfg, model_cfgs), cpu_serving=held):
+        return cfg
+    cpus = max((float(n.get("CPU", 0)) for n in nodes if float(n.get(EXECUTOR_RESOURCE, 0)) > 0), default=0.0)
+    room = cpus - (held - float(s.ingress_cpus)) - float(cfg.cluster.executor_cpus)
+    if room < 0:
+        return cfg
+    ingress = min(float(s.ingress_cpus), int(room * 10) / 10)  # Ray takes fractional CPUs; tenths are plenty
+    print(f"[sweep] serving.ingress_cpus {s.ingress_cpus:g} -> {ingress:g}: this machine's {cpus:g} CPUs hold the "
+          f"model's bundle(s) ({held - float(s.ingress_cpus):g}) and one executor "
+          f"({cfg.cluster.executor_cpus:g}) beside it", flush=True)
+    return replace(cfg, serving=replace(s, ingress_cpus=ingress))
+
+
 def start_actors(prep: Prepared) -> tuple[list[Any], list[Any]]:
     """Executor actors, then worker actors that hold their handles."""
     # the actor modules import Ray: not loaded by plan_only runs, which import this module
     from cluster.actors.executors import executor_name, start_executors
     from cluster.actors.workers import start_workers
 
+    prep.cfg = fit_ingress(prep.cfg, prep.model_cfgs, node_resources())
     c, name, limits = prep.cfg.cluster, prep.cfg.sweep.name, prep.cfg.limits
     n = executor_count(prep.cfg, prep.model_cfgs)
     execs = start_executors(name, n, c.executor_cpus, limits, prep.cfg.solvers, c.sandbox_pool)
@@ -257,7 +288,9 @@ def finalize(prep: Prepared, tracker: Tracker | None = None, interrupted: bool =
         summary = _tracked(tracker, "log results", tracker.log_results, table, plan, recorded)
         offloop = getattr(tracker, "offloop", None)
         budget = 0.8 * offloop.timeout_s if offloop is not None else None  # within the bound of one call
-        traced = _tracked(tracker, "log traces", tracker.log_traces, table, plan, budget)
+        # a signal after the last trajectory skips the traces (the slow part); report --sync-mlflow logs them
+        traced = (None if signals.pending() else
+                  _tracked(tracker, "log traces", tracker.log_traces, table, plan, budget))
         if traced is not None:
             left = (f"; {traced[1]} left: opteval report sweep.name={prep.cfg.sweep.name} --sync-mlflow logs them"
                     if traced[1] else "")
@@ -402,6 +435,7 @@ def run_sweep(cfg: SweepConfig) -> int:
     check_limits(c.workers, c.worker_concurrency, c.max_in_flight_per_model)  # ConfigError: exit 2
     old = signals.install()
     tracker = rt = prep = None
+    late: int | None = None
     try:
         signals.step("planning")
         prep = prepare(cfg)
@@ -436,7 +470,9 @@ def run_sweep(cfg: SweepConfig) -> int:
                 disconnect(rt)
                 rt = None
         interrupted = stop is not None and stop.signum is not None
+        signals.finishing("writing the results")
         finalize(prep, tracker, interrupted)
+        late = None if interrupted else signals.pending()
     except signals.Interrupted as exc:
         if tracker is not None:
             tracker.finish("KILLED")
@@ -453,5 +489,9 @@ def run_sweep(cfg: SweepConfig) -> int:
         signals.reset()
     if interrupted:
         print(_resume_line(cfg), flush=True)
+        return EXIT_INTERRUPTED
+    if late is not None:
+        print(f"[sweep] interrupted (signal {late}) after the last trajectory: every result is committed; "
+              f"opteval report sweep.name={cfg.sweep.name} prints them again", flush=True)
         return EXIT_INTERRUPTED
     return exit_code(prep)  # 0, 2 (a model stopped as a config error) or 4 (status=error rows)

@@ -42,6 +42,7 @@ class Interrupted(Exception):
 class _State:
     signum: int | None = None
     step: str = "starting"
+    finishing: bool = False  # past the last trajectory: results committed, the tables and traces being written
 
 
 STATE = _State()
@@ -50,7 +51,10 @@ STATE = _State()
 def _handler(signum: int, frame: Any) -> None:
     first = STATE.signum is None
     STATE.signum = STATE.signum or signum
-    if first:
+    if first and STATE.finishing:
+        print(f"[sweep] signal {signum} after the last trajectory ({STATE.step}): every result is committed; "
+              "skipping what is left to log, exit 130", file=sys.stderr, flush=True)
+    elif first:
         print(f"[sweep] signal {signum} during startup: stopping after the current step ({STATE.step})",
               file=sys.stderr, flush=True)
 
@@ -80,6 +84,13 @@ def step(name: str) -> None:
     STATE.step = name
 
 
+def finishing(name: str) -> None:
+    """Past the last trajectory (``name``: what is being written): a signal from now on is
+    recorded and said as such, not as a startup step; the caller exits 130 once the results,
+    all committed already, are printed."""
+    STATE.step, STATE.finishing = name, True
+
+
 def checkpoint() -> None:
     """Raise :class:`Interrupted` if a signal was recorded."""
     if STATE.signum is not None:
@@ -93,7 +104,7 @@ def pending() -> int | None:
 
 def reset() -> None:
     """Forget a recorded signal (tests run several sweeps in one process)."""
-    STATE.signum, STATE.step = None, "starting"
+    STATE.signum, STATE.step, STATE.finishing = None, "starting", False
 
 
 STUCK_GRACE_S = 1.0  # how long the main thread has to notice a signal before the watchdog ends the run

@@ -6,8 +6,9 @@ protocol models come from vLLM), and this repository must run everywhere else wi
 GPU. So everything here that only *describes* an application (``llm_config_dict``,
 ``serving_args``, ``serve_app_config``) uses plain dicts and Ray's own ``LLMConfig`` pydantic
 class (its vLLM-free parent, reached through ``cluster.ray_private``), while ``build_llm_app`` /
-``deploy_stage`` import ``ray.serve.llm`` lazily and raise :class:`VLLMNotInstalled` (install
-``pip install -e '.[gpu]'``) when vLLM is absent. Where replicas go (GPUs per replica, bundles,
+``deploy_stage`` import ``ray.serve.llm`` lazily and raise :class:`VLLMNotInstalled` (with
+``sweepcore.vllm_env.install_hint()``: the gpu extra on a GPU machine, else the CPU build's own
+environment) when vLLM is absent. Where replicas go (GPUs per replica, bundles,
 first-fit placement, ``with_replicas``) is planned without Ray in ``sweepcore.placement``.
 
 Public API (callers: ``cluster/serve/deployers.py``, ``cluster/serve/fleet.py``, ``jobs/k8s.py``).
@@ -78,10 +79,10 @@ from sweepcore.placement import (
     plan_placement,
     vllm_section,
 )
+from sweepcore.vllm_env import install_hint
 
 APP_NAME = LLM_APP_NAME
 BUILDER_IMPORT_PATH = "ray.serve.llm:build_openai_app"
-GPU_EXTRA_HINT = "install the gpu extra: pip install -e '.[gpu]' (vLLM + ray[serve,llm])"
 
 
 class VLLMNotInstalled(ImportError):
@@ -335,7 +336,7 @@ def _import_serve_llm() -> Any:
     try:
         import ray.serve.llm as serve_llm
     except ImportError as exc:
-        raise VLLMNotInstalled(f"ray.serve.llm is unavailable ({exc}); {GPU_EXTRA_HINT}") from exc
+        raise VLLMNotInstalled(f"ray.serve.llm is unavailable ({exc}); {install_hint()}") from exc
     return serve_llm
 
 

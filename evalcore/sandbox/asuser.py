@@ -62,8 +62,17 @@ def _hidden_ancestors(path: str, uid: int, gid: int) -> list[str]:
     return out
 
 
+def package_root() -> str:
+    """The folder this package is imported from: site-packages for a wheel, the checkout for an
+    editable install or ``PYTHONPATH`` (issue 41: a clone in ``/root`` sat under the hidden
+    ancestor that :func:`expose` covers with a tmpfs for the Python installation, so the fork
+    server, which imports ``evalcore`` from there, found an empty folder)."""
+    return os.path.realpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+
+
 def installation_dirs() -> list[str]:
-    return sorted({os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)})
+    """What the unprivileged fork server must reach: the Python installation and this package."""
+    return sorted({os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix, package_root())})
 
 
 def expose(dirs: list[str], uid: int, gid: int) -> None:

@@ -23,6 +23,7 @@ No Ray import here: ``plan_only`` runs must not start or import Ray.
 """
 from __future__ import annotations
 
+import difflib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import fields, replace
 from pathlib import Path
@@ -68,6 +69,8 @@ def load_config(argv: list[str] | None = None) -> SweepConfig:
         path = _find_file(argv.pop(0))
         node = _merge(node, _take_models(_read_yaml(path), str(path)), str(path))
     bad = [a for a in argv if "=" not in a]
+    if bad and bad[0].startswith("-"):
+        _find_file(bad[0])  # raises: names the flag
     if bad:
         raise ConfigError(
             f"{bad[0]}: expected key=value (only the first argument may be a YAML file)"
@@ -113,10 +116,21 @@ def _check_list_syntax(argv: list[str]) -> None:
 
 
 def _find_file(arg: str) -> Path:
+    if arg.startswith("-"):  # `opteval sweep --verbose`: no flags but --help; say so, not "no such file"
+        raise ConfigError(f"{arg}: not an option of opteval sweep (its only option is --help; settings are "
+                          "key=value, e.g. progress.interval_s=10)")
     p = Path(arg).expanduser()
     for cand in (p, configs_dir().parent / p, configs_dir() / p):
         if cand.is_file():
             return cand.resolve()
+    key = arg.partition(".")[0]
+    if not p.suffix and "/" not in arg:  # `opteval sweep models [..]`: a key without its `=`
+        keys = [str(k) for k in OmegaConf.structured(SweepConfig).keys()]
+        close = difflib.get_close_matches(key, keys, n=1)
+        if close:
+            example = f"{close[0]}=[...]" if close[0] in LIST_KEYS else f"{arg}=VALUE"
+            raise ConfigError(f"{arg}: missing '=' (and no config file of that name): settings are "
+                              f"key=value, e.g. {example}")
     raise ConfigError(f"{arg}: no such config file (first positional argument)")
 
 

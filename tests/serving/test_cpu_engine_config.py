@@ -176,3 +176,32 @@ def test_building_without_the_tools_says_what_to_install(tmp_path, monkeypatch, 
     err = capsys.readouterr().err
     assert "torch" in err and "pip install 'opteval[models]'" in err
     assert not (tmp_path / "wheels").exists()  # nothing downloaded before saying so
+
+
+def test_a_two_core_machine_shrinks_the_ingress_to_leave_one_executor(capsys):
+    """Issue 41: the model's bundle (1 CPU) and a 1-CPU ingress took both cores of a laptop."""
+    from cluster.driver.run import executor_count, fit_ingress
+
+    cfg = load_config([f"models=[{MODEL}]"])
+    laptop = [{"CPU": 2.0, EXECUTOR_RESOURCE: 2.0}]
+    fitted = fit_ingress(cfg, None, laptop)
+    assert fitted.serving.ingress_cpus == 0.0
+    assert "serving.ingress_cpus 1 -> 0: this machine's 2 CPUs" in capsys.readouterr().out
+    assert executor_slots(laptop, 1.0, cpu_serving=cpu_serving_of(fitted)) == 1
+    roomy = [{"CPU": 4.0, EXECUTOR_RESOURCE: 4.0}]
+    assert fit_ingress(cfg, None, roomy) is cfg and capsys.readouterr().out == ""  # an executor fits already
+    one_core = [{"CPU": 1.0, EXECUTOR_RESOURCE: 1.0}]
+    assert fit_ingress(cfg, None, one_core) is cfg  # nothing to gain: the error below names the cause
+    import cluster.driver.run as run
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(run, "node_resources", lambda: one_core)
+        with pytest.raises(run.PlacementError, match=r"models served on CPUs hold 2 CPU\(s\).*"
+                           r"serving.ingress_cpus=1.*cluster.executor_cpus=1.*lower serving.ingress_cpus"):
+            executor_count(cfg)
+
+
+def cpu_serving_of(cfg):
+    from cluster.driver.run import cpu_serving
+
+    return cpu_serving(cfg)

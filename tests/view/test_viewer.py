@@ -156,3 +156,24 @@ def test_view_attaches_to_the_sweeps_mlflow_run(demo, tmp_path):
     parent = next(r for r in client.search_runs([exp.experiment_id]) if r.data.tags.get("opteval.role") == "parent")
     names = {Path(a.path).name for a in client.list_artifacts(parent.info.run_id, "view")}
     assert "index.html" in names and len(names) == len(list((tmp_path / "v").glob("*.html")))
+
+
+def test_simulated_rows_say_so_on_every_page_and_files_are_world_readable(tmp_path):
+    """Issue 41: the simulated policy's perturbed reference program read as a model's REPLY, and the
+    viewer's files were 0600 beside a 0644 report and ledger."""
+    import stat
+
+    base = {"model": "sim-small", "method": "direct", "benchmark": "b", "sample": 0, "status": "submitted",
+            "correct": False, "error": None, "submission": None, "calls": "[]", "execs": "[]",
+            "transcript": json.dumps([{"call": 0, "turn": 0, "purpose": "generate",
+                                       "messages": [{"role": "user", "content": "q"}], "completion": "x = 1"}])}
+    sim = {**base, "key": "sim-small/direct/b/p1/0/a", "problem_id": "p1", "simulated": True}
+    real = {**base, "key": "real/direct/b/p2/0/b", "model": "real", "problem_id": "p2", "simulated": False}
+    site = write_site(pd.DataFrame([sim, real]), None, tmp_path / "v")
+    out = tmp_path / "v"
+    sim_page, real_page = out / page_name(str(sim["key"])), out / page_name(str(real["key"]))
+    for path in (site.index, out / "compare.html", sim_page):
+        assert "<strong>SIMULATED</strong>" in path.read_text(), path
+        assert stat.S_IMODE(path.stat().st_mode) == 0o644, path
+    assert "SIMULATED reply" in sim_page.read_text()
+    assert "SIMULATED" not in real_page.read_text()  # a real model's page is not labelled

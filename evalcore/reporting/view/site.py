@@ -59,8 +59,10 @@ def _umask() -> int:
 
 
 def _write(path: Path, text: str) -> None:
-    """Atomic, so a viewer open in a browser never reads half a page."""
+    """Atomic, so a viewer open in a browser never reads half a page; 0644 like the report and the
+    ledger (mkstemp's 0600 hid the pages from a web server or a colleague)."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    os.fchmod(fd, 0o644)
     with os.fdopen(fd, "w", encoding="utf-8") as fh:
         fh.write(text)
     # what open() would give (0644 under the usual umask 022), not mkstemp's 0600: colleagues sharing a
@@ -100,17 +102,19 @@ def write_site(table: Any, plan: Any, out_dir: str | Path, answer_keys: Mapping[
     by_problem: dict[tuple[str, str], list[Detail]] = {}
     for d in details:
         by_problem.setdefault((d.benchmark, d.problem_id), []).append(d)
+    # the simulated policy's outputs are never a model's: every page says so (docs/DESIGN.md's rule)
+    sim = {str(k) for k in df.loc[df["simulated"].fillna(False).astype(bool), "key"]} if "simulated" in df else set()
     env = _env()
     page_tpl = env.get_template("trajectory.html.j2")
     for d in details:
         if d.key not in paged:
             continue
         siblings = [s for s in by_problem[(d.benchmark, d.problem_id)] if s.key != d.key and s.key in paged]
-        _write(out / d.page, page_tpl.render(t=d, siblings=siblings, title=title))
+        _write(out / d.page, page_tpl.render(t=d, siblings=siblings, title=title, simulated=d.key in sim))
     rows = [_index_row(d, d.key in paged) for d in details]
     counts = pd.Series([d.status for d in details], dtype="object").value_counts().to_dict() if details else {}
     _write(out / "index.html", env.get_template("index.html.j2").render(
-        rows=rows, title=title, counts=counts, max_pages=max_pages, n_pages=len(paged)))
-    _write(out / "compare.html", env.get_template("compare.html.j2").render(title=title))
+        rows=rows, title=title, counts=counts, max_pages=max_pages, n_pages=len(paged), simulated=bool(sim)))
+    _write(out / "compare.html", env.get_template("compare.html.j2").render(title=title, simulated=bool(sim)))
     return Site(index=out / "index.html", trajectories=len(details), pages=len(paged),
                 missing=int(counts.get(STATUS_MISSING, 0)), errors=int(counts.get("error", 0)))
