@@ -44,13 +44,16 @@ class UnknownNameError(KeyError, ValueError):
     def __str__(self) -> str:  # KeyError would print the message quoted
         return self.message
 
+    def __reduce__(self) -> tuple[Any, ...]:  # picklable across Ray processes (a replica's error)
+        return (type(self), (self.kind, self.name, self.known))
+
 
 class RegistryError(ValueError):
     """A registration that cannot be honoured: a taken name, a lazy entry that does not import,
     a plugin that fails to load. The message names the entry and its source."""
 
 
-_plugins_lock = threading.Lock()
+_plugins_lock = threading.RLock()  # a plugin registering through a registry re-enters load_plugins
 _plugins_loaded = False
 
 

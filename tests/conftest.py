@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import platform
 import subprocess
 from pathlib import Path
 
@@ -40,6 +41,10 @@ INTEGRATION_FIXTURES = frozenset({
     "tier_ray",          # tests/vllm
 })
 
+
+# platform.processor() runs `uname -p` once per process (MLflow asks for it): ask now, before
+# the guard, so whichever fast test first imports MLflow does not look like it starts a process
+platform.processor()
 
 INTEGRATION_LIST = Path(__file__).parent / "integration_tests.txt"
 

@@ -47,7 +47,8 @@ class Echo(api.TrajectoryHarness):
 
 
 def _stage(model, call):
-    number = re.findall(r"-?\\d+(?:\\.\\d+)?", call.conv.question or "")[-1]
+    text = " ".join(str(m.get("content", "")) for m in call.messages)
+    number = re.findall(r"-?\\d+(?:\\.\\d+)?", text)[-1]
     return f"```python\\nsubmit({number})\\n```\\n"
 
 
@@ -56,7 +57,7 @@ def register():
     api.register_grading_profile(api.GradingProfile("plugin_exact", "a == b", lambda a, b: a == b))
     api.register_method_file(HERE / "plugin_echo.yaml")
     api.register_benchmark_file(HERE / "tinybench.yaml")
-    api.register_stage("plugin_echo", "generate", _stage)
+    api.register_stage("plugin_echo", "act", _stage)
 '''
 
 METHOD = "name: plugin_echo\nharness: plugin_echo\nextraction: submit\nbudgets:\n  max_calls: 1\n  max_turns: 1\n"
