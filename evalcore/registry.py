@@ -85,6 +85,15 @@ def resolve(target: str) -> Any:
     return obj
 
 
+_MADE: dict[tuple[str, str], Registry[Any]] = {}
+
+
+def _registry_made_in(module: str, kind: str) -> Registry[Any]:
+    """The registry of ``kind`` that ``module`` makes (importing it makes it)."""
+    importlib.import_module(module)
+    return _MADE[(module, kind)]
+
+
 class Registry(Mapping[str, T], Generic[T]):
     """Named entries of one kind (``kind`` words every message: "harness", "grading profile")."""
 
@@ -95,6 +104,15 @@ class Registry(Mapping[str, T], Generic[T]):
         self._check = check
         self._lock = threading.RLock()
         self._resolving: set[str] = set()
+        # the module that made it: a pickled registry (Ray ships a Serve deployment's globals by
+        # value) comes back as that module's own registry of this kind, not a copy
+        self._home = sys._getframe(1).f_globals.get("__name__", "__main__")
+        _MADE.setdefault((self._home, kind), self)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        if self._home == "__main__" or _MADE.get((self._home, self.kind)) is not self:
+            raise TypeError(f"{self.kind} registry made in {self._home} cannot be pickled by name")
+        return (_registry_made_in, (self._home, self.kind))
 
     # -- registration -------------------------------------------------------------------------
     def add(self, name: str, obj: T, *, replace: bool = False) -> T:

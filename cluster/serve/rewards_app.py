@@ -56,12 +56,11 @@ from starlette.responses import Response
 from cluster.actors.executors import infra_loss
 from cluster.serve import rewards_openrlhf
 from evalcore.extraction import PROFILES as EXTRACTIONS
-from evalcore.extraction import UnknownProfileError as UnknownExtraction
 from evalcore.extraction import extract_code
 from evalcore.grading import PROFILES as GRADINGS
-from evalcore.grading import UnknownProfileError as UnknownGrading
 from evalcore.grading import parse_submission
-from evalcore.rewards import SCHEMES, RewardItem, UnknownSchemeError, check_names, score
+from evalcore.registry import UnknownNameError
+from evalcore.rewards import SCHEMES, RewardItem, check_names, score
 from evalcore.rewards_released import extraction_for
 from evalcore.sandbox.types import KILLED, TIMEOUT, ExecResult, Limits
 
@@ -192,12 +191,9 @@ def parse_request(body: Any) -> tuple[str, str, str, list[RewardItem]]:
         raise RequestError(str(exc), "extraction") from None
     try:
         needs_answer = check_names(scheme, extraction, grading).needs_answer
-    except UnknownSchemeError as exc:
-        raise RequestError(str(exc), "scheme") from None
-    except UnknownExtraction as exc:
-        raise RequestError(str(exc), "extraction") from None
-    except UnknownGrading as exc:
-        raise RequestError(str(exc), "grading") from None
+    except UnknownNameError as exc:  # one error class for every registry: its kind names the key
+        key = {"reward scheme": "scheme", "extraction profile": "extraction"}.get(exc.kind, "grading")
+        raise RequestError(str(exc), key) from None
     raw_items = body.get("items")
     if not isinstance(raw_items, list) or not raw_items:
         raise RequestError("items must be a non-empty list", "items")

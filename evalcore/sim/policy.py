@@ -595,6 +595,9 @@ class SimulatedModel:
 
 
 register_stage("direct", "act", lambda m, c: m._direct(c.problem, c.plan, c.seed))
+# the released models' own one-call protocols answer as `direct` does (a program in one reply)
+for _one_call in ("orlm", "sirl", "sirl_roles"):
+    register_stage(_one_call, "act", lambda m, c: m._direct(c.problem, c.plan, c.seed))
 register_stage("opticycle", "act", lambda m, c: m._act(c.problem, c.plan, c.seed, c.conv))
 register_stage("optistate", "formulate", lambda m, c: m.formulation_reply(c))
 register_stage("optistate", "act", lambda m, c: m._act(c.problem, c.plan, c.seed, c.conv, with_formulation=True))

@@ -72,3 +72,16 @@ def test_a_harness_name_is_taken_once(cleanup):
 def test_an_unimportable_harness_module_is_named():
     with pytest.raises(KeyError, match="cannot import module 'no_such_pkg.harness'"):
         get_harness("no_such_pkg.harness:mine")
+
+
+def test_a_pickled_registry_comes_back_as_the_same_registry():
+    # Ray ships a Serve deployment's globals by value (the rewards service reads SCHEMES):
+    # a registry must cross processes as a name, never as a copy or a lock
+    import pickle
+
+    from ray import cloudpickle
+
+    for reg in (REGISTRY, rewards.SCHEMES, grading.PROFILES, extraction.PROFILES):
+        assert pickle.loads(cloudpickle.dumps(reg)) is reg
+    local = Registry("thing made here")
+    assert pickle.loads(pickle.dumps(local)) is local

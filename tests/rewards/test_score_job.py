@@ -55,7 +55,7 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, completions, answers, expect
 
 def test_unknown_scheme_and_busy_port_exit_2(tmp_path):
     out = run("score", "--completions", "x", "--answers", "y", "--scheme", "nope", "--out", "z")
-    assert out.returncode == 2 and "invalid choice: 'nope'" in out.stderr
+    assert out.returncode == 2 and "unknown scheme 'nope'" in out.stderr
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         s.listen()
