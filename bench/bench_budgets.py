@@ -2,11 +2,11 @@
 
 Why: the method YAMLs' budgets are calibrated so each baseline's call and token structure
 relative to OptiCycle matches the harness paper's own accounting (section 4.4; the figures in
-``evalcore.reporting.paper_costs``). This runs every harness exactly as a sweep's worker does
-(the method's harness, extraction, params, stages and effective budgets from ``sweepcore.config``,
+``opteval.evalcore.reporting.paper_costs``). This runs every harness exactly as a sweep's worker does
+(the method's harness, extraction, params, stages and effective budgets from ``opteval.sweepcore.config``,
 the model's sampling) against the simulated policy, with every program run in the real sandbox
 (``LocalExecutor``: the warm fork server), and prints the report's cost table
-(``evalcore.reporting.costs.cost_table``: the same numbers ``opteval report`` prints from a
+(``opteval.evalcore.reporting.costs.cost_table``: the same numbers ``opteval report`` prints from a
 ledger). Counts, not timings: it may run on a loaded machine. The simulated model's latency is
 switched off (its token counts do not depend on it).
 
@@ -34,15 +34,15 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from evalcore.harnesses import get_harness  # noqa: E402
-from evalcore.harnesses.base import HarnessContext  # noqa: E402
-from evalcore.models import make_model  # noqa: E402
-from evalcore.problems import load_benchmark  # noqa: E402
-from evalcore.reporting.costs import allowance_band, cost_markdown, cost_table  # noqa: E402
-from evalcore.reporting.table1 import TABLE1_METHODS  # noqa: E402
-from evalcore.sandbox import LocalExecutor  # noqa: E402
-from sweepcore import config as cconf  # noqa: E402  (after the repo is on sys.path)
-from sweepcore.backends.sim_config import simulated_client_config  # noqa: E402
+from opteval.evalcore.harnesses import get_harness  # noqa: E402
+from opteval.evalcore.harnesses.base import HarnessContext  # noqa: E402
+from opteval.evalcore.models import make_model  # noqa: E402
+from opteval.evalcore.problems import load_benchmark  # noqa: E402
+from opteval.evalcore.reporting.costs import allowance_band, cost_markdown, cost_table  # noqa: E402
+from opteval.evalcore.reporting.table1 import TABLE1_METHODS  # noqa: E402
+from opteval.evalcore.sandbox import LocalExecutor  # noqa: E402
+from opteval.sweepcore import config as cconf  # noqa: E402  (after the repo is on sys.path)
+from opteval.sweepcore.backends.sim_config import simulated_client_config  # noqa: E402
 
 
 def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:

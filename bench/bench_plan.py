@@ -8,7 +8,7 @@ sweep would, compaction included, the same number of files at every scale; not t
 times what a resumed driver does: expand the plan, open the ledger (load committed keys),
 record the plan, compute the remaining keys. Reports the driver's peak RSS
 (``resource.getrusage``) and, as the same-run baseline, the time to hash every plan key once
-with ``evalcore.records.trajectory_key`` (the least any plan must do). Targets: paper scale
+with ``opteval.evalcore.records.trajectory_key`` (the least any plan must do). Targets: paper scale
 well under 10 s; 10x under 30 s with the driver under 4 GB. Synthetic problem ids with the
 paper's counts; model yamls are generated (copies of sim-fast) in a temp configs dir.
 """
@@ -47,9 +47,9 @@ def argv_for(out: Path, name: str, models: list[str]) -> list[str]:
 
 def fill(tmp: Path, out: Path, scale: int, batch: int) -> tuple[int, float]:
     """A ledger with every other key committed, in batches of ``batch`` rows (not timed)."""
-    from sweepcore.config import load_config, resolved, sweep_fingerprint
-    from sweepcore.ledger import Ledger, error_row
-    from sweepcore.plan import expand_plan
+    from opteval.sweepcore.config import load_config, resolved, sweep_fingerprint
+    from opteval.sweepcore.ledger import Ledger, error_row
+    from opteval.sweepcore.plan import expand_plan
 
     models, ids = setup(tmp, scale)
     name = f"paper-x{scale}"
@@ -74,9 +74,9 @@ def resume(tmp: Path, out: Path, scale: int) -> None:
     import json
     import resource
 
-    from sweepcore.config import load_config, resolved, sweep_fingerprint
-    from sweepcore.ledger import Ledger
-    from sweepcore.plan import expand_plan, plan_counts, remaining
+    from opteval.sweepcore.config import load_config, resolved, sweep_fingerprint
+    from opteval.sweepcore.ledger import Ledger
+    from opteval.sweepcore.plan import expand_plan, plan_counts, remaining
 
     models, ids = setup(tmp, scale)
     name = f"paper-x{scale}"

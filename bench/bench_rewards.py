@@ -36,18 +36,18 @@ import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from evalcore.extraction import extract_code, extract_submission
-from evalcore.grading import grade
-from evalcore.rewards import RewardItem
-from evalcore.sandbox.types import ERROR, OK, TIMEOUT, ExecResult
+from opteval.evalcore.extraction import extract_code, extract_submission
+from opteval.evalcore.grading import grade
+from opteval.evalcore.rewards import RewardItem
+from opteval.evalcore.sandbox.types import ERROR, OK, TIMEOUT, ExecResult
 
 REPO = Path(__file__).resolve().parents[1]
 
 
 def load_items(args: argparse.Namespace) -> list[RewardItem]:
-    from evalcore.models.replay import load_records
-    from jobs.regrade import load_answers
-    from jobs.rewards import orlm_executed_items
+    from opteval.evalcore.models.replay import load_records
+    from opteval.jobs.regrade import load_answers
+    from opteval.jobs.rewards import orlm_executed_items
 
     if args.orlm_executed:
         return orlm_executed_items(Path(args.orlm_executed))

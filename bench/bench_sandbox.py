@@ -6,7 +6,7 @@ against a baseline measured in that run (a fresh interpreter, and the same fork 
 ``pool_size=0``), so the ratios hold when absolute numbers move with the load (the load
 average is printed at start and end). ``both`` (the default when run as root) measures the
 fork server started by root (the root path) and as uid 65534 with no capabilities (the
-user-namespace path, ``evalcore.sandbox.asuser``); the fresh-interpreter baseline is measured once.
+user-namespace path, ``opteval.evalcore.sandbox.asuser``); the fresh-interpreter baseline is measured once.
 
 Per program: *latency* = requests 0.2 s apart, so a pooled child is waiting (what one request
 pays: its program only); *back-to-back* = the next request as soon as the last answer came
@@ -25,8 +25,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from evalcore.sandbox import ForkServer, Limits
-from evalcore.sandbox.asuser import unprivileged_launcher
+from opteval.evalcore.sandbox import ForkServer, Limits
+from opteval.evalcore.sandbox.asuser import unprivileged_launcher
 
 PULP_LP = """\
 import pulp
@@ -109,9 +109,9 @@ def capture_overhead(runs: int, gap_s: float) -> None:
     """Issue 36: the tiny PuLP LP with formulation capture + fingerprinting on vs off, two fork
     servers started in this run (``OPTEVAL_CAPTURE_FORMULATION=0`` switches the capture off in
     the second), runs interleaved so the load hits both alike. Per program: paced latency
-    (``gap_s`` apart) including the host's ``evalcore.formulation.verify``; whole path:
+    (``gap_s`` apart) including the host's ``opteval.evalcore.formulation.verify``; whole path:
     back-to-back programs per second, verify included."""
-    from evalcore.formulation import verify
+    from opteval.evalcore.formulation import verify
 
     servers = {}
     for label, flag in (("capture on", "1"), ("capture off", "0")):

@@ -54,7 +54,7 @@ def config_argv(out: Path) -> list[str]:
 
 def problem_ids(cfg: Any) -> tuple[dict[str, list[str]], dict[str, dict[str, Any]]]:
     """The benchmarks' real ids and answers when their files are present, else synthetic ids."""
-    from evalcore.problems import BenchmarkLoadError, data_dir, load_benchmark
+    from opteval.evalcore.problems import BenchmarkLoadError, data_dir, load_benchmark
 
     ids: dict[str, list[str]] = {}
     answers: dict[str, dict[str, Any]] = {}
@@ -87,7 +87,7 @@ class Text:
 
 def synthetic_trajectory(item: Any, outcome: str, answer: Any, transcripts: str, text: Text) -> Any:
     """A graded-shape Trajectory for ``item``: the method's tokens over its calls, one execution per call."""
-    from evalcore.records import CallRecord, ExecRecord, Submission, Trajectory
+    from opteval.evalcore.records import CallRecord, ExecRecord, Submission, Trajectory
 
     n = CALLS[item.method]
     total = TOKENS[item.method]
@@ -146,10 +146,10 @@ def chosen(plan: Any, rows: int) -> list[list[Any]]:
 
 def write(out: Path, rows: int, transcripts: str, commit_rows: int) -> dict[str, Any]:
     """The synthetic sweep, through expand_plan, Ledger.open/record_plan/commit, trajectory_row."""
-    from evalcore.grading import parse_submission
-    from sweepcore.config import load_config, resolved, sweep_fingerprint
-    from sweepcore.ledger import Ledger, error_row, trajectory_row
-    from sweepcore.plan import expand_plan
+    from opteval.evalcore.grading import parse_submission
+    from opteval.sweepcore.config import load_config, resolved, sweep_fingerprint
+    from opteval.sweepcore.ledger import Ledger, error_row, trajectory_row
+    from opteval.sweepcore.plan import expand_plan
 
     cfg = load_config(config_argv(out))
     ids, answers = problem_ids(cfg)
@@ -212,9 +212,9 @@ def run_reader(name: str, out: Path) -> dict[str, Any]:
     base = [f"sweep.name={SWEEP}", f"sweep.output_dir={out}"]
     outdir = out / SWEEP / name
     if name == "report":
-        cmd = [sys.executable, "-m", "jobs.cli", "report", *base, "--out", str(outdir), "--bootstrap", "200"]
+        cmd = [sys.executable, "-m", "opteval.jobs.cli", "report", *base, "--out", str(outdir), "--bootstrap", "200"]
     elif name == "view":
-        cmd = [sys.executable, "-m", "jobs.cli", "view", *base, "--out", str(outdir)]
+        cmd = [sys.executable, "-m", "opteval.jobs.cli", "view", *base, "--out", str(outdir)]
     else:
         cmd = [sys.executable, __file__, "--child", name, "--write", str(out)]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -237,8 +237,8 @@ def child(name: str, out: Path) -> None:
     """The in-process readers: the sweep's end (no MLflow) and a resumed driver's ledger open."""
     from types import SimpleNamespace
 
-    from cluster.driver.commit import results_summary
-    from sweepcore.ledger import Ledger
+    from opteval.cluster.driver.commit import results_summary
+    from opteval.sweepcore.ledger import Ledger
 
     t = time.perf_counter()
     led = Ledger.open_existing(str(out), SWEEP)
@@ -246,8 +246,8 @@ def child(name: str, out: Path) -> None:
         print(json.dumps({"keys": len(led.committed_keys()), "live_files": len(led.files()),
                           "open_s": time.perf_counter() - t}))
         return
-    from sweepcore.config import load_config
-    from sweepcore.plan import expand_plan
+    from opteval.sweepcore.config import load_config
+    from opteval.sweepcore.plan import expand_plan
 
     cfg = load_config(config_argv(out))
     prep: Any = SimpleNamespace(ledger=led, cfg=cfg, config_errors={}, plan=expand_plan(cfg, problem_ids(cfg)[0]))
@@ -258,8 +258,8 @@ def child(name: str, out: Path) -> None:
 
 
 def sweep_exit_of(prep: Any, sink: Any) -> int:
-    """``cluster.driver.outcome.exit_code`` with its lines sent to ``sink``."""
-    from cluster.driver import outcome
+    """``opteval.cluster.driver.outcome.exit_code`` with its lines sent to ``sink``."""
+    from opteval.cluster.driver import outcome
 
     stderr, sys.stderr = sys.stderr, sink
     try:

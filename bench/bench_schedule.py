@@ -5,10 +5,10 @@ admission and placement code, on a virtual clock.
     python bench/bench_schedule.py configs/sweeps/paper.yaml --gpus 8 --schedule stages   # the old barrier
     python bench/bench_schedule.py configs/sweeps/table1.yaml --gpus 4 [--fraction 0.1]
 
-What is real: ``cluster.driver.schedule.run_schedule`` (GpuQueue, teardown the moment a model is
-done, replica groups on freed GPUs), ``cluster.driver.dispatch.Dispatcher`` (``run_model``, the
-per-model admission pools of ``cluster.driver.admission``, retries, grading, rows),
-``cluster.serve.llm_serving`` placement (``placement``, ``check_placement``, ``with_replicas``) on fake
+What is real: ``opteval.cluster.driver.schedule.run_schedule`` (GpuQueue, teardown the moment a model is
+done, replica groups on freed GPUs), ``opteval.cluster.driver.dispatch.Dispatcher`` (``run_model``, the
+per-model admission pools of ``opteval.cluster.driver.admission``, retries, grading, rows),
+``opteval.cluster.serve.llm_serving`` placement (``placement``, ``check_placement``, ``with_replicas``) on fake
 nodes of 8 GPUs, the plan (``expand_plan`` over the pinned benchmark sizes) and every model and
 method YAML. What is fake: the workers (a trajectory is a sequence of model calls with sandbox
 time between them, no harness runs), the replicas (a batch of ``max_num_seqs`` sequences, FIFO
@@ -152,11 +152,11 @@ class Replica:
 
 
 class FakeFleet:
-    """N fake GPUs on nodes of 8; placement by ``sweepcore.placement``'s rules (the check through
-    ``cluster.serve.llm_serving.check_placement``, as the real fleet does)."""
+    """N fake GPUs on nodes of 8; placement by ``opteval.sweepcore.placement``'s rules (the check through
+    ``opteval.cluster.serve.llm_serving.check_placement``, as the real fleet does)."""
 
     def __init__(self, gpus: int, cfg: Any) -> None:
-        from cluster.serve import llm_serving as ls
+        from opteval.cluster.serve import llm_serving as ls
 
         self.ls, self.serving = ls, cfg.serving
         self.total_gpus = gpus
@@ -167,13 +167,13 @@ class FakeFleet:
         self.all: list[Replica] = []
 
     def fits(self, m: Any, replicas: int) -> bool:
-        from sweepcore.placement import plan_placement, with_replicas
+        from opteval.sweepcore.placement import plan_placement, with_replicas
 
         return not plan_placement([with_replicas(m.cfg, replicas)], self.serving, self.free)
 
     async def deploy(self, m: Any, replicas: int, group: int) -> Any:
-        from sweepcore.endpoint import Endpoint
-        from sweepcore.placement import _place_replica, placement, with_replicas
+        from opteval.sweepcore.endpoint import Endpoint
+        from opteval.sweepcore.placement import _place_replica, placement, with_replicas
 
         cfg = with_replicas(m.cfg, replicas)
         self.ls.check_placement([cfg], self.serving, self.free)  # placement checked before deploying
@@ -219,7 +219,7 @@ class FakeWorker:
         return True
 
     async def _run(self, task: Any) -> Any:
-        from evalcore.records import Trajectory
+        from opteval.evalcore.records import Trajectory
 
         rng = random.Random(f"{self.seed}/{task.key}")
         rep = self.fleet.replicas[task.endpoint.base_url]
@@ -256,10 +256,10 @@ def batches_from(rev: str, model_cfgs: dict[str, dict[str, Any]]) -> None:
 def prepared(sweep: str, gpus: int, fraction: float, overrides: list[str] | None = None,
              old_batches: str | None = None) -> Any:
     """The sweep's real config and plan over the pinned benchmark sizes (no data needed)."""
-    from cluster.driver.prepare import Prepared
-    from evalcore.problems import REGISTRY, AnswerKey, ProblemSpec
-    from sweepcore import config as cconf
-    from sweepcore.plan import expand_plan
+    from opteval.cluster.driver.prepare import Prepared
+    from opteval.evalcore.problems import REGISTRY, AnswerKey, ProblemSpec
+    from opteval.sweepcore import config as cconf
+    from opteval.sweepcore.plan import expand_plan
 
     cfg = cconf.load_config([sweep, f"serving.gpus={gpus}", "tracking.enabled=false", *(overrides or [])])
     ids: dict[str, list[str]] = {}
@@ -293,7 +293,7 @@ class CountingCommitter:
 
 def old_admission(cfg: Any) -> Any:
     """The policy before: each model ``max_in_flight_per_model``, then one shared FIFO pool."""
-    from cluster.driver.admission import Admission, Pool, Share
+    from opteval.cluster.driver.admission import Admission, Pool, Share
 
     c = cfg.cluster
     shared = asyncio.Semaphore(max(1, c.workers * c.worker_concurrency))
@@ -323,11 +323,11 @@ def old_admission(cfg: Any) -> Any:
 
 
 async def replay(prep: Any, gpus: int, schedule: str, seed: int, quiet: bool) -> dict[str, Any]:
-    from cluster.driver.dispatch import Dispatcher
-    from cluster.driver.progress import Progress
-    from cluster.driver.schedule import model_works, run_schedule
-    from cluster.driver.signals import StopState
-    from sweepcore.plan import by_model
+    from opteval.cluster.driver.dispatch import Dispatcher
+    from opteval.cluster.driver.progress import Progress
+    from opteval.cluster.driver.schedule import model_works, run_schedule
+    from opteval.cluster.driver.signals import StopState
+    from opteval.sweepcore.plan import by_model
 
     cfg = prep.cfg
     fleet = FakeFleet(gpus, cfg)

@@ -46,7 +46,7 @@ class _Capture:
         self.programs: list[str] = []
 
     async def run(self, code, limits=None):
-        from evalcore.sandbox.types import ExecResult
+        from opteval.evalcore.sandbox.types import ExecResult
 
         self.programs.append(code)
         return ExecResult(outcome="ok")
@@ -58,10 +58,10 @@ class _Capture:
 async def capture_programs(prep) -> tuple[list[str], list[Any]]:
     """The program of every planned Direct trajectory, produced in process by the same policy
     (and the first trajectories, for the wire-size figures)."""
-    from cluster.serve.serving import simulated_model_cfg
-    from evalcore.harnesses import get_harness
-    from evalcore.harnesses.base import HarnessContext
-    from evalcore.models import make_model
+    from opteval.cluster.serve.serving import simulated_model_cfg
+    from opteval.evalcore.harnesses import get_harness
+    from opteval.evalcore.harnesses.base import HarnessContext
+    from opteval.evalcore.models import make_model
 
     cap = _Capture()
     models = {m: make_model(simulated_model_cfg(prep.model_cfgs[m])) for m in prep.model_cfgs}
@@ -79,8 +79,8 @@ async def capture_programs(prep) -> tuple[list[str], list[Any]]:
 async def executor_only(programs: list[str], handles: list, slots: int, limits) -> tuple[float, float, float]:
     """(programs/s, t0, t1) on the executor actors alone, ``slots`` in flight (each actor runs one
     per CPU, the rest queue); the rate is the steady one, measured exactly as the sweep's."""
-    from cluster.actors.executors import RayExecutor, _Shared
-    from cluster.driver.progress import Progress
+    from opteval.cluster.actors.executors import RayExecutor, _Shared
+    from opteval.cluster.driver.progress import Progress
 
     ex = RayExecutor(_Shared(handles), limits)
     sem = asyncio.Semaphore(slots)
@@ -105,9 +105,9 @@ def sandbox_only(programs: list[str], servers: int, pool: int, solvers: tuple[st
     rate. Steady rate as the sweep's (``Progress.steady_rate``)."""
     import threading
 
-    from cluster.driver.progress import Progress
-    from evalcore.sandbox import ForkServer
-    from evalcore.solvers import preimport_modules
+    from opteval.cluster.driver.progress import Progress
+    from opteval.evalcore.sandbox import ForkServer
+    from opteval.evalcore.solvers import preimport_modules
 
     fss = [ForkServer(modules=preimport_modules(solvers), pool_size=pool,
                       allow_uncontained=limits.allow_uncontained).start() for _ in range(servers)]
@@ -174,7 +174,7 @@ class CpuSampler:
                     with p.oneshot():
                         if self._roles.get(p.pid, "ray:").startswith("ray:"):  # Ray renames its workers later
                             role = _role(" ".join(p.cmdline())[:200], p.name()) or f"other:{p.name()}"
-                            if self._roles.get(p.ppid()) in ("evalcore.sandbox", "fork"):
+                            if self._roles.get(p.ppid()) in ("opteval.evalcore.sandbox", "fork"):
                                 # a sandboxed run (and its solver): counted, once reaped, in the server's children_*
                                 role = "fork"
                             self._roles[p.pid] = role
@@ -208,13 +208,13 @@ def _cpu_at(series: list[tuple[float, float]], t: float) -> float:
 
 COMPONENTS = {  # process role -> the component it is reported as
     "ProxyActor": "serve_proxy", "ServeReplica": "serve_replica", "HarnessWorker": "harness_worker",
-    "ExecutorActor": "executor_actor", "evalcore.sandbox": "sandboxed_programs", "bench_sweep": "driver",
+    "ExecutorActor": "executor_actor", "opteval.evalcore.sandbox": "sandboxed_programs", "bench_sweep": "driver",
 }
 
 
 def _role(cmd: str, name: str) -> str | None:
     for key in ("ExecutorActor", "HarnessWorker", "ProxyActor", "ServeReplica", "ServeController", "raylet",
-                "gcs_server", "bench_sweep", "evalcore.sandbox", "dashboard", "log_monitor"):
+                "gcs_server", "bench_sweep", "opteval.evalcore.sandbox", "dashboard", "log_monitor"):
         if key in cmd or key in name:
             return key
     return f"ray::{cmd[5:].split()[0][:30]}" if cmd.startswith("ray::") else ("ray:other" if "ray/" in cmd else None)
@@ -225,8 +225,8 @@ def wire_costs(prep: Any, trajectories: list[Any]) -> dict[str, Any]:
     (driver -> worker, built as the driver builds it) and the ``Trajectory`` back."""
     import ray.cloudpickle as cloudpickle
 
-    from cluster.driver.dispatch import Dispatcher
-    from cluster.serve.serving import Endpoint
+    from opteval.cluster.driver.dispatch import Dispatcher
+    from opteval.cluster.serve.serving import Endpoint
 
     ep = Endpoint(name="sim-fast", base_url="http://127.0.0.1:8000/sim-fast/v1", model_id="sim-fast",
                   simulated=True, app_name="opteval-sim-sim-fast")
@@ -271,11 +271,11 @@ def main() -> int:
     args = ap.parse_args()
     routes = [r for r in args.routes.split(",") if r]
 
-    from cluster.actors.executors import start_executors
-    from cluster.driver.prepare import prepare
-    from cluster.driver.run import drive, executor_count, stop_actors
-    from cluster.runtime import connect, disconnect
-    from sweepcore.config import load_config
+    from opteval.cluster.actors.executors import start_executors
+    from opteval.cluster.driver.prepare import prepare
+    from opteval.cluster.driver.run import drive, executor_count, stop_actors
+    from opteval.cluster.runtime import connect, disconnect
+    from opteval.sweepcore.config import load_config
 
     out = tempfile.mkdtemp(prefix="opteval-bench-")
 

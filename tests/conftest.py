@@ -97,7 +97,7 @@ def shared_benchmarks() -> Path:
 @pytest.fixture(scope="session")
 def sample():
     """(problems by id, answer key) of the embedded sample benchmark."""
-    from evalcore.problems import load_benchmark
+    from opteval.evalcore.problems import load_benchmark
 
     specs, key = load_benchmark("sample")
     return {s.id: s for s in specs}, key
@@ -106,7 +106,7 @@ def sample():
 @pytest.fixture(scope="session")
 def local_executor():
     """One real local sandbox (warm fork server) for a test session's in-process harness runs."""
-    from evalcore.sandbox import LocalExecutor
+    from opteval.evalcore.sandbox import LocalExecutor
 
     ex = LocalExecutor()
     yield ex

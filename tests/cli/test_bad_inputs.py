@@ -25,7 +25,7 @@ def finished(tmp_path):
 
 
 def _report(out, *extra):
-    from jobs import report
+    from opteval.jobs import report
 
     return report.main([f"sweep.output_dir={out}", "sweep.name=trk", "tracking.enabled=false",
                         "methods=[direct,optistate]", "benchmarks=[sample,complexor]", *extra])
@@ -53,7 +53,7 @@ def _regrade_files(tmp_path):
 
 
 def test_regrade_details_that_cannot_be_written_names_it(tmp_path, capsys):
-    from jobs import regrade
+    from opteval.jobs import regrade
 
     assert regrade.main([*_regrade_files(tmp_path), "--details", "/proc/nope/x"]) == 2
     line = _one_line(capsys.readouterr().err)
@@ -61,7 +61,7 @@ def test_regrade_details_that_cannot_be_written_names_it(tmp_path, capsys):
 
 
 def test_orlm_extraction_without_coptpy_names_the_package_and_the_extra(tmp_path, monkeypatch, capsys):
-    from jobs import regrade, rewards
+    from opteval.jobs import regrade, rewards
 
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "coptpy" else real(name, *a))
@@ -77,7 +77,7 @@ def test_orlm_extraction_without_coptpy_names_the_package_and_the_extra(tmp_path
 def test_a_plan_over_the_bound_is_refused_before_expansion_with_the_estimate(tmp_path, monkeypatch, capsys):
     import tracemalloc
 
-    from jobs import sweep
+    from opteval.jobs import sweep
 
     tracemalloc.start()
     rc = sweep.main([f"sweep.output_dir={tmp_path}", "samples.default=100000000", "plan_only=true"])
@@ -109,7 +109,7 @@ def _sweep_cli(*args, **env):
     (["plan_only=true", "--verbose"], "--verbose: not an option of opteval sweep"),
 ])
 def test_a_key_without_its_equals_or_a_flag_is_named(argv, says, capsys):
-    from jobs import sweep
+    from opteval.jobs import sweep
 
     assert sweep.main(argv) == 2
     line = _one_line(capsys.readouterr().err)
@@ -130,8 +130,8 @@ def test_a_serve_port_held_by_another_process_is_one_line_before_ray_starts(tmp_
 
 
 def test_a_vllm_model_without_vllm_says_how_to_get_the_cpu_build(tmp_path, monkeypatch, capsys):
-    from jobs import sweep
-    from sweepcore import vllm_env
+    from opteval.jobs import sweep
+    from opteval.sweepcore import vllm_env
 
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "vllm" else real(name, *a))
@@ -152,11 +152,11 @@ def test_a_signal_after_the_last_trajectory_says_so_and_exits_130(tmp_path, monk
     import os
     import signal
 
-    from cluster.driver import prepare as prep_mod
-    from cluster.driver import run
-    from evalcore.records import CallRecord, Submission, Trajectory
-    from sweepcore.config import load_config
-    from sweepcore.ledger import trajectory_row
+    from opteval.cluster.driver import prepare as prep_mod
+    from opteval.cluster.driver import run
+    from opteval.evalcore.records import CallRecord, Submission, Trajectory
+    from opteval.sweepcore.config import load_config
+    from opteval.sweepcore.ledger import trajectory_row
 
     cfg = load_config([f"sweep.output_dir={tmp_path}", "sweep.name=late", "methods=[direct]", "limit_problems=2",
                        "samples.default=1", "tracking.enabled=false"])
@@ -184,7 +184,7 @@ def test_a_signal_after_the_last_trajectory_says_so_and_exits_130(tmp_path, monk
 
 
 def test_a_misspelt_compare_method_data_slug_or_scheme_gets_a_did_you_mean(finished, tmp_path, capsys):
-    from jobs import data, rewards
+    from opteval.jobs import data, rewards
 
     assert _report(finished, "--compare", "direct,optistat") == 2
     line = _one_line(capsys.readouterr().err)

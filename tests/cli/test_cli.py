@@ -2,7 +2,7 @@
 unchanged, and ``python jobs/<job>.py`` (what ``ray job submit`` runs) stays the same program.
 
 The installed ``opteval`` script may belong to another checkout, so these tests run this
-checkout's module (``python -m jobs.cli``) with ``PYTHONPATH`` set to it. No Ray is started:
+checkout's module (``python -m opteval.jobs.cli``) with ``PYTHONPATH`` set to it. No Ray is started:
 ``plan_only`` and bad input stop before it."""
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from jobs import cli
+from opteval.jobs import cli
 
 REPO = Path(__file__).resolve().parents[2]
 SWEEP = REPO / "jobs" / "sweep.py"
@@ -52,7 +52,7 @@ def test_every_job_is_a_subcommand():
 
 
 def test_help_lists_every_subcommand_with_a_line():
-    r = _run(["-m", "jobs.cli", "--help"])
+    r = _run(["-m", "opteval.jobs.cli", "--help"])
     assert r.returncode == 0, r.stderr
     listed = {line.split()[0]: line for line in r.stdout.splitlines() if line.startswith("  ")}
     assert set(listed) == set(cli.COMMANDS)
@@ -88,14 +88,14 @@ def test_sweep_help_explains_the_argument_forms_and_lists_the_sections(capsys):
 
 
 def test_python_m_the_job_module_gives_the_same_help():
-    r = _run(["-m", "jobs.sweep", "--help"])
+    r = _run(["-m", "opteval.jobs.sweep", "--help"])
     assert r.returncode == 0 and "Top-level sections" in r.stdout, r.stderr[-2000:]
 
 
 def test_opteval_sweep_is_python_jobs_sweep(tmp_path):
     args = ["plan_only=true", f"sweep.output_dir={tmp_path}"]
     script = _run([str(SWEEP), *args])
-    command = _run(["-m", "jobs.cli", "sweep", *args])
+    command = _run(["-m", "opteval.jobs.cli", "sweep", *args])
     assert script.returncode == command.returncode == 0, script.stderr[-2000:] + command.stderr[-2000:]
     assert script.stdout.startswith("planned 276 trajectories"), script.stdout
     assert command.stdout == script.stdout
@@ -104,7 +104,7 @@ def test_opteval_sweep_is_python_jobs_sweep(tmp_path):
 def test_a_bad_key_exits_2_with_the_same_one_line_either_way(tmp_path):
     args = ["plan_only=true", "no_such_section.key=1", f"sweep.output_dir={tmp_path}"]
     script = _run([str(SWEEP), *args])
-    command = _run(["-m", "jobs.cli", "sweep", *args])
+    command = _run(["-m", "opteval.jobs.cli", "sweep", *args])
     assert script.returncode == command.returncode == 2
     lines = command.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("config error: ") and "no_such_section" in lines[0], command.stderr
@@ -123,7 +123,8 @@ def _catches(pid: int, sig: int) -> bool:
 
 def test_an_interrupt_during_startup_exits_130_through_the_command(tmp_path):
     env = dict(os.environ, PYTHONPATH=str(REPO))
-    p = subprocess.Popen([sys.executable, "-m", "jobs.cli", "sweep", f"sweep.output_dir={tmp_path}", "serving.http_port=1",
+    p = subprocess.Popen([sys.executable, "-m", "opteval.jobs.cli", "sweep", f"sweep.output_dir={tmp_path}",
+                          "serving.http_port=1",
                           "tracking.enabled=false", "sweep.name=sig"], cwd=REPO, env=env, stdout=subprocess.PIPE,
                          stderr=subprocess.STDOUT, text=True, start_new_session=True)
     deadline = time.monotonic() + 60

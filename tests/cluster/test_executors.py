@@ -7,8 +7,8 @@ import time
 import pytest
 import ray
 
-from cluster.actors.executors import ExecutorActor, RayExecutor, _Shared
-from evalcore.sandbox.types import KILLED, Limits
+from opteval.cluster.actors.executors import ExecutorActor, RayExecutor, _Shared
+from opteval.evalcore.sandbox.types import KILLED, Limits
 
 pytestmark = pytest.mark.ray
 

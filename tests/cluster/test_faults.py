@@ -12,8 +12,8 @@ import time
 import pytest
 import ray
 
-from cluster.driver import run_sweep
-from sweepcore.config import load_config
+from opteval.cluster.driver import run_sweep
+from opteval.sweepcore.config import load_config
 
 # A slow tier (~6 min on 2 cores: five sweeps): deselected by the README test command
 # (pyproject addopts ``-m "not faults"``), run by ``.ci/run`` after the main suite with
@@ -151,7 +151,7 @@ def test_disk_full_stops_loudly_and_the_same_command_resumes(ray_cluster, h, tmp
                 pass
         t.join(300)
         assert not t.is_alive()
-        from sweepcore.ledger import CommitError
+        from opteval.sweepcore.ledger import CommitError
 
         exc = result.get("exc")
         assert isinstance(exc, CommitError), result

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from cluster.driver import run_sweep
-from cluster.driver.prepare import prepare
-from sweepcore.config import load_config
-from sweepcore.ledger import ConfigChangedError, Ledger
+from opteval.cluster.driver import run_sweep
+from opteval.cluster.driver.prepare import prepare
+from opteval.sweepcore.config import load_config
+from opteval.sweepcore.ledger import ConfigChangedError, Ledger
 from tests.models.policy_server import PolicyServer
 
 pytestmark = pytest.mark.ray

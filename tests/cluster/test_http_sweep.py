@@ -11,9 +11,9 @@ import shutil
 
 import pytest
 
-from cluster.driver import run_sweep
-from sweepcore.config import load_config
-from sweepcore.ledger import Ledger
+from opteval.cluster.driver import run_sweep
+from opteval.sweepcore.config import load_config
+from opteval.sweepcore.ledger import Ledger
 from tests.models.policy_server import PolicyServer
 
 pytestmark = pytest.mark.ray
@@ -38,7 +38,7 @@ def _kill_first_cell(question: str):
 
 
 def test_sweep_over_a_recording_openai_endpoint(ray_cluster, h, tmp_path, monkeypatch):
-    from evalcore.problems import load_benchmark
+    from opteval.evalcore.problems import load_benchmark
 
     _, port = ray_cluster
     specs, _ = load_benchmark("sample")

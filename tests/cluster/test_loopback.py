@@ -1,5 +1,5 @@
 """The embedded local Ray (what a sweep, ``rewards`` and these tests start through
-``cluster.runtime.connect``) listens on loopback only: no GCS, raylet, worker, agent or
+``opteval.cluster.runtime.connect``) listens on loopback only: no GCS, raylet, worker, agent or
 dashboard socket on 0.0.0.0 / * while auth is off (``RAY_AUTH_MODE=disabled``)."""
 from __future__ import annotations
 

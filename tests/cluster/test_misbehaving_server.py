@@ -11,7 +11,7 @@ import signal
 
 import pytest
 
-from jobs.sweep import main as sweep_main
+from opteval.jobs.sweep import main as sweep_main
 from tests.servers.misbehaving import MisbehavingServer
 
 pytestmark = pytest.mark.ray

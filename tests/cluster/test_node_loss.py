@@ -108,7 +108,7 @@ def _args(out: Path, name: str, port: int) -> list[str]:
 
 
 def _frame(out: Path, name: str):
-    from sweepcore.ledger import Ledger
+    from opteval.sweepcore.ledger import Ledger
 
     return Ledger.open(str(out), name, {}, "", True, read_only=True).read_table().to_pandas()
 

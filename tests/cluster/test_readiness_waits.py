@@ -13,7 +13,7 @@ from ray import serve
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
-from cluster.serve import serve_apps as sa
+from opteval.cluster.serve import serve_apps as sa
 from tests.cluster.conftest import SERVE_WARNING_S
 
 pytestmark = pytest.mark.ray

@@ -24,10 +24,10 @@ from pathlib import Path
 
 import pytest
 
-from cluster.driver import run_sweep
-from cluster.driver.prepare import prepare
-from evalcore.data import reference_program
-from sweepcore.config import load_config
+from opteval.cluster.driver import run_sweep
+from opteval.cluster.driver.prepare import prepare
+from opteval.evalcore.data import reference_program
+from opteval.sweepcore.config import load_config
 
 pytestmark = pytest.mark.ray
 

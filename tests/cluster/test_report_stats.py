@@ -15,8 +15,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from cluster.driver import run_sweep
-from sweepcore.config import load_config
+from opteval.cluster.driver import run_sweep
+from opteval.sweepcore.config import load_config
 
 pytestmark = pytest.mark.ray
 

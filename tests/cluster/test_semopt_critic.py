@@ -16,7 +16,7 @@ import math
 import httpx
 import pytest
 
-from cluster.serve.critic_serving import deploy_critic, sigmoid
+from opteval.cluster.serve.critic_serving import deploy_critic, sigmoid
 
 HAVE_TORCH = importlib.util.find_spec("torch") is not None and importlib.util.find_spec("transformers") is not None
 
@@ -36,9 +36,9 @@ def test_sigmoid_is_the_logistic_function():
 
 
 def test_reward_model_route_and_the_harness_scoring_through_it(ray_cluster):
-    from evalcore.harnesses import Budgets, HarnessContext, get_harness
-    from evalcore.models.base import Sampling
-    from evalcore.sandbox import LocalExecutor
+    from opteval.evalcore.harnesses import Budgets, HarnessContext, get_harness
+    from opteval.evalcore.models.base import Sampling
+    from opteval.evalcore.sandbox import LocalExecutor
     from tests.semopt.test_semopt_harness import PROBLEM, ScriptedModel
 
     _, port = ray_cluster

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from cluster.driver import run_sweep
-from sweepcore.config import load_config
+from opteval.cluster.driver import run_sweep
+from opteval.sweepcore.config import load_config
 
 pytestmark = pytest.mark.ray
 
@@ -31,7 +31,7 @@ def _recorder_app() -> Any:
     from starlette.requests import Request
     from starlette.responses import Response
 
-    from cluster.serve.serving import call_meta
+    from opteval.cluster.serve.serving import call_meta
 
     @serve.deployment(ray_actor_options={"num_cpus": 0})
     class Recorder:
@@ -78,8 +78,8 @@ def recorder(ray_cluster):
 
 
 def _clients(base_url: str) -> tuple[Any, Any]:
-    from cluster.serve.serve_handle import ServeHandleChatModel
-    from evalcore.models.openai_backend import OpenAIChatModel
+    from opteval.cluster.serve.serve_handle import ServeHandleChatModel
+    from opteval.evalcore.models.openai_backend import OpenAIChatModel
 
     common: dict[str, Any] = {"timeout_s": 30, "max_retries": 1, "backoff_s": 0.01,
                               "extra_body": {"chat_template_kwargs": {"enable_thinking": False}, "top_k": None}}
@@ -89,7 +89,7 @@ def _clients(base_url: str) -> tuple[Any, Any]:
 
 
 def test_the_replica_sees_the_same_bytes_and_meta_on_both_routes(recorder):
-    from evalcore.models.base import CallMeta, Sampling
+    from opteval.evalcore.models.base import CallMeta, Sampling
 
     rec, base_url = recorder
     http, handle = _clients(base_url)
@@ -117,7 +117,7 @@ def test_the_replica_sees_the_same_bytes_and_meta_on_both_routes(recorder):
 def test_error_classes_match_the_http_route(recorder, what, rejected):
     """400/422: the model's failure for this call (an empty 'rejected' completion); 404: a
     configuration fault; 503 and a replica that raises: infrastructure after retries."""
-    from evalcore.models.base import ModelError, Sampling
+    from opteval.evalcore.models.base import ModelError, Sampling
 
     _, base_url = recorder
     outcomes = []
@@ -158,14 +158,14 @@ def test_a_sweep_commits_the_same_trajectories_through_either_route(ray_cluster,
 
 def test_a_bad_route_is_a_config_error_naming_the_key(tmp_path):
     """Checked when the config is loaded, before any cluster starts."""
-    from sweepcore.config import ConfigError
+    from opteval.sweepcore.config import ConfigError
 
     with pytest.raises(ConfigError, match=r"serving.route: 'carrier-pigeon' is not one of handle, http"):
         load_config([f"sweep.output_dir={tmp_path}", "serving.route=carrier-pigeon"])
 
 
 def test_a_negative_standin_latency_is_a_config_error_naming_the_key(tmp_path):
-    from sweepcore.config import ConfigError
+    from opteval.sweepcore.config import ConfigError
 
     with pytest.raises(ConfigError, match=r"serving.standin_ttft_s"):
         load_config([f"sweep.output_dir={tmp_path}", "serving.standin_ttft_s=-0.5"])
@@ -179,12 +179,12 @@ def test_a_standin_replica_answers_the_same_through_its_handle(ray_cluster):
 
     from ray import serve
 
-    from cluster.serve.llm_serving import server_deployment_name
-    from cluster.serve.serve_handle import handle_client
-    from cluster.serve.serving import Endpoint, standin_app, with_routes
-    from evalcore.models.base import CallMeta, Sampling
-    from evalcore.models.openai_backend import OpenAIChatModel
-    from sweepcore.backends import by_backend
+    from opteval.cluster.serve.llm_serving import server_deployment_name
+    from opteval.cluster.serve.serve_handle import handle_client
+    from opteval.cluster.serve.serving import Endpoint, standin_app, with_routes
+    from opteval.evalcore.models.base import CallMeta, Sampling
+    from opteval.evalcore.models.openai_backend import OpenAIChatModel
+    from opteval.sweepcore.backends import by_backend
 
     _, port = ray_cluster
     app, model = "opteval-test-standin", "stand-in-m"

@@ -1,12 +1,12 @@
 """A cluster we start gives Serve's controller proxy health-check bounds a loaded machine can
-meet (``cluster.runtime.SERVE_PATIENCE_ENV``): with Ray's 5 s readiness check a healthy proxy on
+meet (``opteval.cluster.runtime.SERVE_PATIENCE_ENV``): with Ray's 5 s readiness check a healthy proxy on
 a busy CI box was killed in a loop and ``serve.start`` never returned (the loaded tier)."""
 from __future__ import annotations
 
 import pytest
 import ray
 
-from cluster.runtime import SERVE_PATIENCE_ENV
+from opteval.cluster.runtime import SERVE_PATIENCE_ENV
 
 pytestmark = pytest.mark.ray
 
@@ -38,7 +38,7 @@ def test_a_proxy_slower_than_rays_60_s_is_waited_for(ray_cluster, monkeypatch, c
     # up and still starting it; start-up waits for it to report HEALTHY instead of a traceback
     from ray import serve
 
-    from cluster.serve.serve_apps import start_serve
+    from opteval.cluster.serve.serve_apps import start_serve
 
     _, port = ray_cluster
     monkeypatch.setattr(serve, "start", _ray_gave_up_on_the_proxy)
@@ -53,8 +53,8 @@ def test_a_proxy_that_never_comes_up_is_one_startup_line(ray_cluster, monkeypatc
     from ray import serve
     from ray.serve.schema import ProxyStatus
 
-    from cluster.runtime import RayStartupError
-    from cluster.serve import serve_apps
+    from opteval.cluster.runtime import RayStartupError
+    from opteval.cluster.serve import serve_apps
 
     class Stuck:
         proxies = {"node-abcdef0123456789": ProxyStatus.STARTING}
@@ -70,7 +70,7 @@ def test_a_proxy_that_never_comes_up_is_one_startup_line(ray_cluster, monkeypatc
 
 
 def test_a_bad_proxy_wait_setting_names_the_variable(monkeypatch):
-    from cluster.serve import serve_apps
+    from opteval.cluster.serve import serve_apps
 
     monkeypatch.setenv(serve_apps.PROXY_WAIT_ENV, "ten minutes")
     with pytest.raises(ValueError, match="OPTEVAL_SERVE_PROXY_WAIT_S='ten minutes'"):

@@ -26,7 +26,7 @@ def _read(proc: subprocess.Popen, sink: list[str]) -> None:
 
 
 def test_sigterm_tears_down_the_served_app_on_a_joined_cluster(ray_cluster):
-    from cluster.serve.serving import simulated_app_name
+    from opteval.cluster.serve.serving import simulated_app_name
 
     address, port = ray_cluster
     env = dict(os.environ, PYTHONPATH=str(REPO), RAY_AUTH_MODE="disabled")

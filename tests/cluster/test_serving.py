@@ -6,8 +6,8 @@ import asyncio
 import httpx
 import pytest
 
-from cluster.serve.serving import SIMULATED_FINGERPRINT, deploy_stage, simulated_model_cfg, teardown_stage
-from sweepcore.config import as_plain, model_config
+from opteval.cluster.serve.serving import SIMULATED_FINGERPRINT, deploy_stage, simulated_model_cfg, teardown_stage
+from opteval.sweepcore.config import as_plain, model_config
 
 pytestmark = pytest.mark.ray
 
@@ -15,7 +15,7 @@ pytestmark = pytest.mark.ray
 @pytest.fixture(scope="module")
 def sim_endpoint(ray_cluster):
     _, port = ray_cluster
-    from sweepcore.config import load_config
+    from opteval.sweepcore.config import load_config
 
     cfg = load_config([f"serving.http_port={port}", "serving.ready_timeout_s=120"])
     eps = deploy_stage([as_plain(model_config("sim-fast"))], cfg)
@@ -24,7 +24,7 @@ def sim_endpoint(ray_cluster):
 
 
 def _messages():
-    from evalcore.problems import load_benchmark
+    from opteval.evalcore.problems import load_benchmark
 
     specs, _ = load_benchmark("sample")
     return [{"role": "system", "content": "Write a solver program."},
@@ -55,8 +55,8 @@ def test_chat_completions_speaks_openai_and_is_deterministic(sim_endpoint):
 
 
 def test_openai_client_marks_completion_simulated(sim_endpoint):
-    from cluster.actors.workers import build_client
-    from evalcore.models.base import Sampling
+    from opteval.cluster.actors.workers import build_client
+    from opteval.evalcore.models.base import Sampling
 
     comp = asyncio.run(build_client(sim_endpoint).chat(_messages(), Sampling(), 42))
     assert comp.simulated is True and comp.usage.prompt_tokens and comp.text

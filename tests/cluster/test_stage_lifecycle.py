@@ -11,9 +11,9 @@ import pytest
 import ray
 from ray import serve
 
-from cluster.serve import llm_serving as ls
-from cluster.serve import serving as sv
-from sweepcore.config import as_plain, load_config, model_config
+from opteval.cluster.serve import llm_serving as ls
+from opteval.cluster.serve import serving as sv
+from opteval.sweepcore.config import as_plain, load_config, model_config
 
 pytestmark = pytest.mark.ray
 
@@ -40,8 +40,8 @@ def test_unplaceable_replica_is_refused_within_seconds(ray_cluster):
 
 
 def test_executor_count_comes_from_the_executor_resource(ray_cluster):
-    from cluster.driver.run import executor_count
-    from cluster.runtime import PlacementError
+    from opteval.cluster.driver.run import executor_count
+    from opteval.cluster.runtime import PlacementError
 
     assert ray.cluster_resources().get("opteval_executor") == 2  # the embedded cluster offers its CPUs
     assert executor_count(load_config([])) == 2

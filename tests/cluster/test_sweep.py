@@ -10,9 +10,9 @@ import pandas as pd
 import pytest
 import ray
 
-from cluster.driver import run_sweep
-from cluster.driver.prepare import prepare
-from sweepcore.config import load_config
+from opteval.cluster.driver import run_sweep
+from opteval.cluster.driver.prepare import prepare
+from opteval.sweepcore.config import load_config
 
 pytestmark = pytest.mark.ray
 
@@ -136,7 +136,7 @@ def test_changed_config_is_refused_and_bad_key_names_its_path(ray_cluster, h, tm
 
 
 def test_plan_only_never_imports_ray(h, tmp_path):
-    code = ("import sys; sys.path.insert(0, sys.argv[1]); from jobs.sweep import main; "
+    code = ("import sys; sys.path.insert(0, sys.argv[1]); from opteval.jobs.sweep import main; "
             "rc = main(sys.argv[2:]); assert 'ray' not in sys.modules, 'plan_only imported ray'; sys.exit(rc)")
     r = subprocess.run([sys.executable, "-c", code, str(h.repo), "plan_only=true", "sweep.name=planonly",
                         f"sweep.output_dir={tmp_path}", "methods=[direct,optistate]", "limit_problems=5"],

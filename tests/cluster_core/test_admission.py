@@ -6,8 +6,8 @@ import asyncio
 
 import pytest
 
-from cluster.driver.admission import SANDBOX_FACTOR, Admission, Pool, check_limits, harness_factor
-from sweepcore.config_errors import ConfigError
+from opteval.cluster.driver.admission import SANDBOX_FACTOR, Admission, Pool, check_limits, harness_factor
+from opteval.sweepcore.config_errors import ConfigError
 from tests.cluster_core.test_sweep_cli import _one_line_error, _run
 
 

@@ -6,11 +6,11 @@ import dataclasses
 
 import cloudpickle
 
-from cluster.driver.dispatch import Dispatcher
-from cluster.driver.prepare import prepare
-from cluster.serve.serving import Endpoint
-from evalcore.problems import ProblemSpec
-from sweepcore.config import load_config
+from opteval.cluster.driver.dispatch import Dispatcher
+from opteval.cluster.driver.prepare import prepare
+from opteval.cluster.serve.serving import Endpoint
+from opteval.evalcore.problems import ProblemSpec
+from opteval.sweepcore.config import load_config
 
 
 def _answer_forms(answer) -> set[str]:

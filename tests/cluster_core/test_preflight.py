@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from cluster.driver import preflight as preflight_mod
-from cluster.driver.preflight import EndpointUnanswered, PreflightError, max_model_len, preflight, request_shape
-from cluster.driver.prepare import prepare
-from sweepcore.config import load_config
-from sweepcore.endpoint import Endpoint
+from opteval.cluster.driver import preflight as preflight_mod
+from opteval.cluster.driver.preflight import EndpointUnanswered, PreflightError, max_model_len, preflight, request_shape
+from opteval.cluster.driver.prepare import prepare
+from opteval.sweepcore.config import load_config
+from opteval.sweepcore.endpoint import Endpoint
 from tests.servers.misbehaving import MisbehavingServer
 
 REPO = Path(__file__).resolve().parents[2]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import io
 
-from cluster.driver.progress import Progress, ProgressPrinter
+from opteval.cluster.driver.progress import Progress, ProgressPrinter
 
 
 class Tty(io.StringIO):

@@ -1,4 +1,4 @@
-"""Private Ray APIs are reached through cluster.ray_private, which names the API and both Ray
+"""Private Ray APIs are reached through opteval.cluster.ray_private, which names the API and both Ray
 versions in one line when Ray has moved one (the layering test keeps them out of everything else)."""
 from __future__ import annotations
 
@@ -8,14 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from cluster import ray_private
+from opteval.cluster import ray_private
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 def test_every_private_api_is_present_in_the_installed_ray():
     assert ray_private.check() == []
-    out = subprocess.run([sys.executable, "-m", "cluster.ray_private"], cwd=REPO, capture_output=True, text=True,
+    out = subprocess.run([sys.executable, "-m", "opteval.cluster.ray_private"], cwd=REPO, capture_output=True, text=True,
                          timeout=300)
     assert out.returncode == 0 and "every private Ray API" in out.stdout, out.stderr[-2000:]
 

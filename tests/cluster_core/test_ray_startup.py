@@ -11,7 +11,7 @@ import signal
 import pytest
 import ray
 
-from cluster import runtime
+from opteval.cluster import runtime
 
 RAY_TIMEOUT = ("The current node timed out during startup. This could happen because some of the raylet "
                "failed to startup or the GCS has become overloaded.")
@@ -62,7 +62,7 @@ def test_a_usage_error_is_not_retried(monkeypatch, fast_backoff):
 
 
 def test_attempts_exhausted_is_one_line_and_exit_5(tmp_path, monkeypatch, fast_backoff, capsys):
-    from jobs import sweep
+    from opteval.jobs import sweep
 
     calls = fake_init(monkeypatch, failures=99)
     rc = sweep.main([f"sweep.output_dir={tmp_path}", "sweep.name=busy", "tracking.enabled=false",
@@ -77,7 +77,7 @@ def test_attempts_exhausted_is_one_line_and_exit_5(tmp_path, monkeypatch, fast_b
 
 
 def test_a_signal_between_attempts_is_an_interrupted_startup(tmp_path, monkeypatch, fast_backoff, capsys):
-    from jobs import sweep
+    from opteval.jobs import sweep
 
     def sigint_on_first(n: int) -> None:
         if n == 1:
@@ -92,7 +92,7 @@ def test_a_signal_between_attempts_is_an_interrupted_startup(tmp_path, monkeypat
 
 
 def test_rewards_score_exits_5_when_ray_does_not_start(tmp_path, monkeypatch, fast_backoff, capsys):
-    from jobs import rewards
+    from opteval.jobs import rewards
 
     fake_init(monkeypatch, failures=99)
     comp, ans = tmp_path / "c.jsonl", tmp_path / "a.jsonl"

@@ -5,9 +5,9 @@ import io
 
 import pyarrow as pa
 
-from cluster.driver.outcome import EXIT_CONFIG, EXIT_ERROR_ROWS, EXIT_OK, sweep_exit
-from cluster.driver.rejections import RejectionGuard
-from evalcore.records import CallRecord, Trajectory
+from opteval.cluster.driver.outcome import EXIT_CONFIG, EXIT_ERROR_ROWS, EXIT_OK, sweep_exit
+from opteval.cluster.driver.rejections import RejectionGuard
+from opteval.evalcore.records import CallRecord, Trajectory
 
 REJ = "rejected: HTTP 400: max_tokens cannot be greater than max_model_len"
 

@@ -17,13 +17,13 @@ from pathlib import Path
 
 import pytest
 
-from cluster.driver.clusterwatch import ClusterWatch
+from opteval.cluster.driver.clusterwatch import ClusterWatch
 
 REPO = Path(__file__).resolve().parents[2]
 
 CHILD = r"""
 import os, sys, threading, time
-from cluster.driver import signals
+from opteval.cluster.driver import signals
 signals.install()  # records SIGINT/SIGTERM, never raises: a blocked main thread stays blocked
 
 def stuck(signum):
@@ -102,7 +102,7 @@ def test_the_cluster_watch_stops_with_its_block_before_ray_is_shut_down_on_purpo
 @pytest.mark.parametrize("how", ["exit", "zombie"])
 def test_services_gone_names_a_service_that_exited(how):
     """An exited child is a zombie until Ray reaps it at shutdown; both count as gone."""
-    from cluster.runtime import services_gone
+    from opteval.cluster.runtime import services_gone
 
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:

@@ -65,8 +65,8 @@ def test_plan_only_without_data_counts_from_the_registry(tmp_path):
 
 
 def test_missing_benchmarks_are_fetched_from_a_mirror_before_planning(shared_benchmarks, tmp_path):
-    from jobs.sweep import ensure_data, missing_benchmarks
-    from sweepcore.config import load_config
+    from opteval.jobs.sweep import ensure_data, missing_benchmarks
+    from opteval.sweepcore.config import load_config
 
     ddir = tmp_path / "data"
     cfg = load_config(["benchmarks=[complexor,sample]", f"data.dir={ddir}",
@@ -99,8 +99,8 @@ def test_a_signal_during_startup_stops_the_run_with_130(tmp_path, sig):
 def test_a_sigterm_inside_ray_init_is_an_interrupted_startup(tmp_path, monkeypatch, capsys):
     """ray.init installs its own SIGTERM handler (sys.exit(15)) before it starts the cluster; a
     SIGTERM landing there must end like any startup signal: exit 130, the lease released."""
-    import cluster.driver.run as run
-    from sweepcore.config import load_config
+    import opteval.cluster.driver.run as run
+    from opteval.sweepcore.config import load_config
 
     def sigterm_in_ray_init(address, **_):
         raise SystemExit(signal.SIGTERM)  # what Ray's handler does
@@ -118,10 +118,10 @@ def test_readme_ledger_snippets_divide_by_the_planned_trajectories(tmp_path):
     give avg@k over the planned trajectories (the report's rule), not over the committed ones."""
     import re
 
-    from evalcore.records import Submission, Trajectory
-    from sweepcore.config import load_config, resolved, sweep_fingerprint
-    from sweepcore.ledger import Ledger, trajectory_row
-    from sweepcore.plan import expand_plan
+    from opteval.evalcore.records import Submission, Trajectory
+    from opteval.sweepcore.config import load_config, resolved, sweep_fingerprint
+    from opteval.sweepcore.ledger import Ledger, trajectory_row
+    from opteval.sweepcore.plan import expand_plan
 
     cfg = load_config([f"sweep.output_dir={tmp_path}", "sweep.name=try1", "methods=[direct]", "samples.default=2"])
     res = resolved(cfg)

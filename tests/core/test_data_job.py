@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from evalcore import problems as P
-from jobs import data as data_job
+from opteval.evalcore import problems as P
+from opteval.jobs import data as data_job
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -5,7 +5,7 @@ import json
 
 import pandas as pd
 
-from evalcore.finish_reasons import cell_counts, rejection, trajectory_counts, with_counts
+from opteval.evalcore.finish_reasons import cell_counts, rejection, trajectory_counts, with_counts
 
 REJ = "rejected: HTTP 400: max_tokens cannot be greater than max_model_len"
 

@@ -7,7 +7,7 @@ import fractions
 import numpy as np
 import pytest
 
-from evalcore.grading import (
+from opteval.evalcore.grading import (
     PROFILES,
     UnknownProfileError,
     grade,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from evalcore.grading import grade
+from opteval.evalcore.grading import grade
 
 
 @pytest.mark.parametrize(

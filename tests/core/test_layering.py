@@ -1,17 +1,17 @@
 """House rules, checked on the import graph (every import: at the top, inside functions and under
 ``TYPE_CHECKING`` alike):
 
-- no import cycle in evalcore/, sweepcore/, cluster/ or jobs/;
-- evalcore and sweepcore never import Ray nor cluster (evalcore not sweepcore either), not even
-  lazily, and importing every one of their modules loads no Ray;
+- no import cycle in the package ``opteval`` (evalcore/, sweepcore/, cluster/, jobs/ and the rest);
+- opteval.evalcore and opteval.sweepcore never import Ray nor opteval.cluster (opteval.evalcore not
+  opteval.sweepcore either), not even lazily, and importing every one of their modules loads no Ray;
 - cluster/ holds only what needs Ray: a module directly in cluster/ imports Ray itself (``ray`` or
   ``ray.*``, anywhere in the module); any other belongs to one of the subpackages in
   ``RAY_SUBPACKAGES`` (Serve, the driver, the actors), whose purpose needs Ray and each of which has
   modules that import it; a new subpackage must be named there;
 - a private Ray API (``ray._private``, ``ray.serve._private``, ``ray.llm._internal``, an underscored
-  name imported from ``ray``) is reached only through ``cluster.ray_private``, in evalcore, sweepcore,
-  cluster, jobs and bench alike (imports, attribute chains and dotted paths in strings);
-- no harness imports the simulator (evalcore.sim).
+  name imported from ``ray``) is reached only through ``opteval.cluster.ray_private``, in the
+  package and bench alike (imports, attribute chains and dotted paths in strings);
+- no harness imports the simulator (opteval.evalcore.sim).
 """
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 
 
-@pytest.mark.parametrize("package, least", [("evalcore", 30), ("sweepcore", 25)])
+@pytest.mark.parametrize("package, least", [("opteval.evalcore", 30), ("opteval.sweepcore", 25)])
 def test_importing_every_module_loads_no_ray_and_no_cluster(package, least):
     probe = textwrap.dedent(
         f"""
@@ -36,7 +36,7 @@ def test_importing_every_module_loads_no_ray_and_no_cluster(package, least):
                  if ".data.reference" not in m.name and not m.name.endswith(("._build", ".__main__"))]
         for name in names:
             importlib.import_module(name)
-        leaked = sorted(m for m in sys.modules if m.split(".")[0] in ("ray", "cluster"))
+        leaked = sorted(m for m in sys.modules if m.split(".")[0] == "ray" or m.startswith("opteval.cluster"))
         print(len(names), leaked)
         assert not leaked, leaked
         """
@@ -49,20 +49,26 @@ def test_importing_every_module_loads_no_ray_and_no_cluster(package, least):
 
 # -- the import graph: no cycle, and the simulator stays outside the harnesses -----------------
 
-PACKAGES = ("evalcore", "sweepcore", "cluster", "jobs")
-SIMULATOR = "evalcore.sim"
-RAY_FREE = ("evalcore", "sweepcore")  # never import Ray nor cluster, not even lazily
-RAY_SUBPACKAGES = ("cluster.serve", "cluster.driver", "cluster.actors")  # their purpose needs Ray
-RAY_PRIVATE = "cluster.ray_private"  # the one module through which Ray's private APIs are reached
+PACKAGES = ("evalcore", "sweepcore", "cluster", "jobs")  # the subpackages of `opteval`
+SIMULATOR = "opteval.evalcore.sim"
+RAY_FREE = ("evalcore", "sweepcore")  # never import Ray nor opteval.cluster, not even lazily
+RAY_SUBPACKAGES = ("opteval.cluster.serve", "opteval.cluster.driver", "opteval.cluster.actors")  # their purpose needs Ray
+RAY_PRIVATE = "opteval.cluster.ray_private"  # the one module through which Ray's private APIs are reached
 PRIVATE_PARTS = ("ray._private", "ray.serve._private", "ray.llm._internal", "ray._raylet")
+
+
+def _pkg(module: str) -> str:
+    """The subpackage of ``opteval`` a module belongs to (``opteval.evalcore.x`` -> ``evalcore``)."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 and parts[0] == "opteval" else parts[0]
 
 
 def _modules() -> dict[str, Path]:
     out: dict[str, Path] = {}
-    for pkg in PACKAGES:
-        for path in (REPO / pkg).rglob("*.py"):
-            if "reference" in path.relative_to(REPO).parts:  # the sample's reference programs (run in the sandbox)
-                continue
+    for path in (REPO / "opteval").rglob("*.py"):
+        if "reference" in path.relative_to(REPO).parts:  # the sample's reference programs (run in the sandbox)
+            continue
+        if True:
             parts = list(path.relative_to(REPO).with_suffix("").parts)
             if parts[-1] == "__init__":
                 parts = parts[:-1]
@@ -161,10 +167,10 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 def test_the_walk_sees_the_packages():
     graph = _graph()
-    assert len([m for m in graph if m.startswith("cluster.")]) >= 25
-    assert len([m for m in graph if m.startswith("sweepcore.")]) >= 25
-    assert "evalcore.harnesses._common" in graph["evalcore.harnesses.direct"]
-    assert "sweepcore.ledger" in graph["cluster.driver.commit"]
+    assert len([m for m in graph if m.startswith("opteval.cluster.")]) >= 25
+    assert len([m for m in graph if m.startswith("opteval.sweepcore.")]) >= 25
+    assert "opteval.evalcore.harnesses._common" in graph["opteval.evalcore.harnesses.direct"]
+    assert "opteval.sweepcore.ledger" in graph["opteval.cluster.driver.commit"]
 
 
 def test_cycle_finder_finds_a_cycle():
@@ -180,13 +186,13 @@ def test_no_import_cycle_in_evalcore_sweepcore_cluster_or_jobs():
 def test_no_harness_imports_the_simulator():
     graph = _graph()
     offenders = {m: sorted(d for d in deps if d == SIMULATOR or d.startswith(SIMULATOR + "."))
-                 for m, deps in graph.items() if m.startswith("evalcore.harnesses")}
+                 for m, deps in graph.items() if m.startswith("opteval.evalcore.harnesses")}
     assert not {m: d for m, d in offenders.items() if d}
 
 
 def test_importing_the_harnesses_loads_no_simulator():
-    probe = ("import sys, evalcore.harnesses; "
-             "print(sorted(m for m in sys.modules if m.startswith(('evalcore.sim', 'evalcore.mutation'))))")
+    probe = ("import sys, opteval.evalcore.harnesses; "
+             "print(sorted(m for m in sys.modules if m.startswith(('opteval.evalcore.sim', 'opteval.evalcore.mutation'))))")
     out = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip() == "[]"
@@ -234,21 +240,21 @@ def _private_uses(path: Path) -> list[str]:
 def test_evalcore_and_sweepcore_never_import_ray_or_cluster():
     modules = _modules()
     graph = _graph()
-    bad = {m: sorted(_ray_imports(p)) for m, p in modules.items() if m.split(".")[0] in RAY_FREE and _ray_imports(p)}
-    bad |= {m: sorted(d for d in graph[m] if d.split(".")[0] == "cluster")
-            for m in graph if m.split(".")[0] in RAY_FREE and any(d.split(".")[0] == "cluster" for d in graph[m])}
-    bad |= {m: sorted(d for d in graph[m] if d.split(".")[0] == "sweepcore")
-            for m in graph if m.split(".")[0] == "evalcore" and any(d.split(".")[0] == "sweepcore" for d in graph[m])}
+    bad = {m: sorted(_ray_imports(p)) for m, p in modules.items() if _pkg(m) in RAY_FREE and _ray_imports(p)}
+    bad |= {m: sorted(d for d in graph[m] if _pkg(d) == "cluster")
+            for m in graph if _pkg(m) in RAY_FREE and any(_pkg(d) == "cluster" for d in graph[m])}
+    bad |= {m: sorted(d for d in graph[m] if _pkg(d) == "sweepcore")
+            for m in graph if _pkg(m) == "evalcore" and any(_pkg(d) == "sweepcore" for d in graph[m])}
     assert not bad, bad
 
 
 def test_cluster_holds_only_what_needs_ray():
-    modules = {m: p for m, p in _modules().items() if m.split(".")[0] == "cluster" and m != "cluster"}
+    modules = {m: p for m, p in _modules().items() if _pkg(m) == "cluster" and m != "opteval.cluster"}
     outside = [m for m in modules if not m.startswith(tuple(s + "." for s in RAY_SUBPACKAGES)) and m not in RAY_SUBPACKAGES]
-    assert set(outside) >= {"cluster.runtime", RAY_PRIVATE}, "the walk is broken"
+    assert set(outside) >= {"opteval.cluster.runtime", RAY_PRIVATE}, "the walk is broken"
     no_ray = [m for m in outside if not _ray_imports(modules[m])]
     assert not no_ray, f"modules directly in cluster/ that never import Ray (move them to sweepcore/): {no_ray}"
-    subpackages = {".".join(m.split(".")[:2]) for m in modules if m.count(".") >= 2 or (REPO / m.replace(".", "/")).is_dir()}
+    subpackages = {".".join(m.split(".")[:3]) for m in modules if m.count(".") >= 3 or (REPO / m.replace(".", "/")).is_dir()}
     assert subpackages <= set(RAY_SUBPACKAGES), f"a cluster subpackage not named in RAY_SUBPACKAGES: {subpackages}"
     for sub in RAY_SUBPACKAGES:
         users = [m for m in modules if m.startswith(sub + ".") and _ray_imports(modules[m])]
@@ -260,7 +266,7 @@ def test_private_ray_apis_only_through_the_one_module():
     paths.update({f"bench.{p.stem}": p for p in (REPO / "bench").glob("*.py")})
     uses = {m: _private_uses(p) for m, p in paths.items() if m != RAY_PRIVATE}
     assert not {m: u for m, u in uses.items() if u}, {m: u for m, u in uses.items() if u}
-    assert _private_uses(paths[RAY_PRIVATE]), "the scan does not see cluster.ray_private's own uses: it is broken"
+    assert _private_uses(paths[RAY_PRIVATE]), "the scan does not see opteval.cluster.ray_private's own uses: it is broken"
 
 
 def test_the_private_api_scan_finds_each_form(tmp_path):
@@ -274,25 +280,40 @@ def test_the_private_api_scan_finds_each_form(tmp_path):
 
 def test_a_package_init_is_an_edge_and_a_type_only_import_is_not(tmp_path):
     probe = tmp_path / "m.py"
-    probe.write_text("from typing import TYPE_CHECKING\nfrom sweepcore.ledger.store import Ledger\n"
-                     "if TYPE_CHECKING:\n    import cluster.runtime\n")
+    probe.write_text("from typing import TYPE_CHECKING\nfrom opteval.sweepcore.ledger.store import Ledger\n"
+                     "if TYPE_CHECKING:\n    import opteval.cluster.runtime\n")
     deps = _imports("x.m", probe, _modules())
-    assert {"sweepcore.ledger.store", "sweepcore.ledger", "sweepcore"} <= deps
-    assert "cluster.runtime" not in deps
+    assert {"opteval.sweepcore.ledger.store", "opteval.sweepcore.ledger", "opteval.sweepcore"} <= deps
+    assert "opteval.cluster.runtime" not in deps
 
 
 def test_reading_a_config_and_planning_a_real_model_load_no_simulator():
     """The simulator is a test double: a sweep of real models never imports it (nor the
     mutation operators it draws from), from reading the config through planning."""
     probe = (
-        "import sys, sweepcore.config\n"
-        "before = sorted(m for m in sys.modules if m.startswith(('evalcore.sim', 'evalcore.mutation')))\n"
-        "import jobs.sweep\n"
-        "rc = jobs.sweep.main(['models=[Qwen3-0.6B]', 'methods=[direct,opticycle]', 'benchmarks=[sample]',\n"
+        "import sys, opteval.sweepcore.config\n"
+        "before = sorted(m for m in sys.modules if m.startswith(('opteval.evalcore.sim', 'opteval.evalcore.mutation')))\n"
+        "import opteval.jobs.sweep\n"
+        "rc = opteval.jobs.sweep.main(['models=[Qwen3-0.6B]', 'methods=[direct,opticycle]', 'benchmarks=[sample]',\n"
         "                      'plan_only=true'])\n"
-        "after = sorted(m for m in sys.modules if m.startswith(('evalcore.sim', 'evalcore.mutation')))\n"
+        "after = sorted(m for m in sys.modules if m.startswith(('opteval.evalcore.sim', 'opteval.evalcore.mutation')))\n"
         "print('RESULT', rc, before, after)\n")
     out = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     line = next(ln for ln in out.stdout.splitlines() if ln.startswith("RESULT"))
     assert line == "RESULT 0 [] []", out.stdout[-2000:]
+
+
+def test_nothing_imports_a_bare_top_level_name():
+    """The checkout's top-level evalcore/, sweepcore/, cluster/ and jobs/ are links into opteval/
+    (the promised layout); importing one by its bare name would load a second copy of every
+    module (two registries, two ledgers' lock tables). Only ``opteval.*`` is imported."""
+    bad = []
+    for path in [*(REPO / "opteval").rglob("*.py"), *(REPO / "tests").rglob("*.py"), *(REPO / "bench").glob("*.py")]:
+        if "reference" in path.parts:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
+            bad += [f"{path.relative_to(REPO)}:{getattr(node, 'lineno', 0)} {n}" for n in names if n.split(".")[0] in PACKAGES]
+    assert not bad, bad

@@ -8,8 +8,8 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 
-from evalcore import metrics as M
-from evalcore.records import LEDGER_SCHEMA
+from opteval.evalcore import metrics as M
+from opteval.evalcore.records import LEDGER_SCHEMA
 
 
 def test_avg_at_k_keeps_missing_in_the_denominator():

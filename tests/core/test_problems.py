@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from evalcore import problems as P
-from evalcore.problems import BenchmarkLoadError, load_benchmark
+from opteval.evalcore import problems as P
+from opteval.evalcore.problems import BenchmarkLoadError, load_benchmark
 
 
 def _write(path: Path, rows: list, raw_lines: dict[int, str] | None = None) -> Path:

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pandas as pd
 
-from evalcore.protocols import protocol_notes
-from sweepcore.config import load_config, model_config
-from sweepcore.tracking import model_families, results_markdown
+from opteval.evalcore.protocols import protocol_notes
+from opteval.sweepcore.config import load_config, model_config
+from opteval.sweepcore.tracking import model_families, results_markdown
 
 
 def test_only_the_stand_in_pairs_get_a_note():

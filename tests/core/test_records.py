@@ -8,7 +8,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from evalcore import records as R
+from opteval.evalcore import records as R
 
 KEY_ARGS: dict[str, Any] = {"sweep": "s1", "model": "qwen", "method": "direct", "benchmark": "nl4opt",
                             "problem_id": "nl4opt-0001", "sample": 3, "fingerprint": "abc"}

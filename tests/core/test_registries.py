@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from evalcore import extraction, grading, rewards
-from evalcore.harnesses import get_harness, register_harness
-from evalcore.harnesses.direct import Direct
-from evalcore.harnesses.registry import HARNESSES, REGISTRY
-from evalcore.registry import Registry
-from evalcore.rewards import RewardItem, register_scheme
-from evalcore.sandbox.types import ExecResult
+from opteval.evalcore import extraction, grading, rewards
+from opteval.evalcore.harnesses import get_harness, register_harness
+from opteval.evalcore.harnesses.direct import Direct
+from opteval.evalcore.harnesses.registry import HARNESSES, REGISTRY
+from opteval.evalcore.registry import Registry
+from opteval.evalcore.rewards import RewardItem, register_scheme
+from opteval.evalcore.sandbox.types import ExecResult
 
 
 @pytest.fixture
@@ -83,5 +83,5 @@ def test_a_pickled_registry_comes_back_as_the_same_registry():
 
     for reg in (REGISTRY, rewards.SCHEMES, grading.PROFILES, extraction.PROFILES):
         assert pickle.loads(cloudpickle.dumps(reg)) is reg
-    local = Registry("thing made here")
+    local: Registry[object] = Registry("thing made here")
     assert pickle.loads(pickle.dumps(local)) is local

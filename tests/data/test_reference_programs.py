@@ -1,6 +1,6 @@
 """Every reference program, run through the sandbox, submits a value that grades correct.
 
-Each program goes through `evalcore.sandbox.run_program` exactly as a model's program would
+Each program goes through `opteval.evalcore.sandbox.run_program` exactly as a model's program would
 (warm fork server, limits, `submit` builtin), so this also proves the sandbox can run every
 solver library the sample benchmark uses.
 """
@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import pytest
 
-from evalcore.data import load_sample_rows, reference_program
-from evalcore.grading import grade
-from evalcore.sandbox import Limits, run_program
+from opteval.evalcore.data import load_sample_rows, reference_program
+from opteval.evalcore.grading import grade
+from opteval.evalcore.sandbox import Limits, run_program
 
 ROWS = load_sample_rows()
 LIMITS = Limits(wall_s=60.0, cpu_s=60.0)

@@ -8,8 +8,8 @@ from collections import Counter
 
 import pytest
 
-from evalcore.data import REFERENCE_DIR, SAMPLE_JSONL, load_sample_rows, reference_ids, reference_program
-from evalcore.data._build import all_specs, header
+from opteval.evalcore.data import REFERENCE_DIR, SAMPLE_JSONL, load_sample_rows, reference_ids, reference_program
+from opteval.evalcore.data._build import all_specs, header
 
 KINDS = {"lp", "milp", "binary", "integer", "qp", "nlp"}
 LIBRARIES = {"pulp", "pyscipopt", "scipy", "highspy"}
@@ -117,7 +117,7 @@ def test_committed_files_match_the_builder_specs(rows):
 
 
 def test_load_sample_rows_names_file_and_line_on_bad_json(tmp_path, monkeypatch):
-    import evalcore.data as data
+    import opteval.evalcore.data as data
 
     bad = tmp_path / "sample.jsonl"
     bad.write_text(json.dumps({"id": "sample-0001"}) + "\n{not json\n")

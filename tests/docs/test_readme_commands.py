@@ -9,8 +9,8 @@ import re
 import shlex
 from pathlib import Path
 
-from cluster.driver.prepare import prepare
-from sweepcore.config import load_config
+from opteval.cluster.driver.prepare import prepare
+from opteval.sweepcore.config import load_config
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 SWEEP = re.compile(r"(?:opteval sweep|python jobs/sweep\.py)((?: [^#`\n]*)?)")

@@ -15,7 +15,7 @@ SWEEP = "export-demo"
 
 def opteval(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
     env = dict(os.environ, RAY_AUTH_MODE="disabled", RAY_USAGE_STATS_ENABLED="0", PYTHONPATH=str(REPO))
-    return subprocess.run([sys.executable, "-m", "jobs.cli", *args], cwd=str(REPO), env=env, capture_output=True,
+    return subprocess.run([sys.executable, "-m", "opteval.jobs.cli", *args], cwd=str(REPO), env=env, capture_output=True,
                           text=True, timeout=timeout)
 
 

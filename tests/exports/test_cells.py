@@ -8,11 +8,11 @@ import json
 import pytest
 from inspect_ai.log import read_eval_log
 
-from evalcore.exports import lm_eval
-from evalcore.exports.cells import group_cells
-from evalcore.exports.inspect_log import write_logs
-from evalcore.models.batch import response_row
-from evalcore.models.replay import ReplayFileError, load_records
+from opteval.evalcore.exports import lm_eval
+from opteval.evalcore.exports.cells import group_cells
+from opteval.evalcore.exports.inspect_log import write_logs
+from opteval.evalcore.models.batch import response_row
+from opteval.evalcore.models.replay import ReplayFileError, load_records
 
 PLAN = [{"key": f"m/direct/b/p{i}/0/{i:012x}", "model": "m", "method": "direct", "benchmark": "b",
          "problem_id": f"p{i}", "sample": 0} for i in range(3)]
@@ -61,7 +61,7 @@ def test_batch_output_rows_become_replay_records_by_key_and_call(tmp_path):
 
 
 def test_bad_export_input_is_one_line_and_exit_2(tmp_path, capsys):
-    from jobs import export
+    from opteval.jobs import export
 
     assert export.main(["parquet", "sweep.name=x"]) == 2
     assert "unknown format 'parquet' (formats: inspect, lm-eval, batch-input)" in capsys.readouterr().err

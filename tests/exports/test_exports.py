@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 from inspect_ai.log import read_eval_log
 
-from evalcore.models.batch import response_row
-from evalcore.problems import load_benchmark
-from jobs import regrade
-from sweepcore.ledger import Ledger
-from sweepcore.tracking.tracker import ROLE_TAG
+from opteval.evalcore.models.batch import response_row
+from opteval.evalcore.problems import load_benchmark
+from opteval.jobs import regrade
+from opteval.sweepcore.ledger import Ledger
+from opteval.sweepcore.tracking.tracker import ROLE_TAG
 from tests.exports.conftest import SWEEP, opteval, sweep_args
 
 pytestmark = pytest.mark.ray

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from evalcore.harnesses import Budgets, HarnessContext, get_harness
-from evalcore.models.base import Sampling
+from opteval.evalcore.harnesses import Budgets, HarnessContext, get_harness
+from opteval.evalcore.models.base import Sampling
 
 
 class CountingExecutor:

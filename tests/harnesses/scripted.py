@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from evalcore.models.base import CallMeta, Completion, Usage
+from opteval.evalcore.models.base import CallMeta, Completion, Usage
 
 Reply = str | Callable[[list[dict]], str]
 

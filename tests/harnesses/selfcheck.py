@@ -1,4 +1,4 @@
-"""A self-check harness, defined outside evalcore to prove the extension points (test-only).
+"""A self-check harness, defined outside opteval.evalcore to prove the extension points (test-only).
 
 Direct Generation, then one more model call after a submission: the model is shown the problem,
 its program and the submitted value and asked to confirm it. The call goes through the
@@ -13,12 +13,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from evalcore.harnesses._common import Meter, load_prompt, render, system_prompt
-from evalcore.harnesses.base import HarnessContext
-from evalcore.harnesses.direct import Direct
-from evalcore.harnesses.registry import register_harness
-from evalcore.problems import ProblemSpec
-from evalcore.sandbox.types import ExecResult
+from opteval.evalcore.harnesses._common import Meter, load_prompt, render, system_prompt
+from opteval.evalcore.harnesses.base import HarnessContext
+from opteval.evalcore.harnesses.direct import Direct
+from opteval.evalcore.harnesses.registry import register_harness
+from opteval.evalcore.problems import ProblemSpec
+from opteval.evalcore.sandbox.types import ExecResult
 
 CHECK_STAGE = "check"
 

@@ -5,10 +5,10 @@ import json
 
 import pytest
 
-from evalcore.harnesses import Budgets
-from evalcore.harnesses.cafa import clean_code, simplify_code
-from evalcore.problems import ProblemSpec
-from evalcore.records import STATUS_NO_SUBMISSION, STATUS_SUBMITTED
+from opteval.evalcore.harnesses import Budgets
+from opteval.evalcore.harnesses.cafa import clean_code, simplify_code
+from opteval.evalcore.problems import ProblemSpec
+from opteval.evalcore.records import STATUS_NO_SUBMISSION, STATUS_SUBMITTED
 from tests.harnesses.scripted import ScriptedModel, crash, program, user_of
 
 P = ProblemSpec(id="t-1", benchmark="test", question="Maximize 3x + 2y with x + y <= 4, x <= 3, x, y >= 0.")
@@ -69,7 +69,7 @@ def test_reflexion_a_status_answer_is_feedback_and_kept_as_last_resort(run_harne
 
 
 def test_sympy_never_evaluates_model_text():
-    from evalcore.harnesses._baseline import to_sympy
+    from opteval.evalcore.harnesses._baseline import to_sympy
 
     assert to_sympy("exit()") is None and to_sympy("open(1).read") is None and to_sympy("x.__class__") is None
     assert simplify_code("m.addCons(exit() / x <= 1)\n") == "m.addCons(exit() / x <= 1)\n"  # kept as written

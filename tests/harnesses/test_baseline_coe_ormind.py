@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import json
 
-from evalcore.harnesses import Budgets
-from evalcore.harnesses.coe import EXPERTS, parse_expert
-from evalcore.problems import ProblemSpec
-from evalcore.records import STATUS_SUBMITTED
+from opteval.evalcore.harnesses import Budgets
+from opteval.evalcore.harnesses.coe import EXPERTS, parse_expert
+from opteval.evalcore.problems import ProblemSpec
+from opteval.evalcore.records import STATUS_SUBMITTED
 from tests.harnesses.scripted import Reply, ScriptedModel, crash, program, user_of
 
 P = ProblemSpec(id="t-2", benchmark="test", question="Minimize x + y with x + y >= 2, x, y >= 0.")

@@ -6,10 +6,10 @@ import re
 
 import pytest
 
-from evalcore.harnesses import Budgets
-from evalcore.harnesses.autoformulation import N_SAMPLES, dedup
-from evalcore.problems import ProblemSpec
-from evalcore.records import STATUS_SUBMITTED
+from opteval.evalcore.harnesses import Budgets
+from opteval.evalcore.harnesses.autoformulation import N_SAMPLES, dedup
+from opteval.evalcore.problems import ProblemSpec
+from opteval.evalcore.records import STATUS_SUBMITTED
 from tests.harnesses.scripted import ScriptedModel, crash, user_of
 
 P = ProblemSpec(id="t-3", benchmark="test", question="Minimize x subject to x >= 2.5 (x continuous).")
@@ -154,8 +154,8 @@ def test_autoformulation_search_width_from_params(run_harness):
 
 
 def test_search_and_pipeline_params_are_checked():
-    from evalcore.harnesses.autoformulation import AutoFormulation
-    from evalcore.harnesses.optimus import OptiMUS
+    from opteval.evalcore.harnesses.autoformulation import AutoFormulation
+    from opteval.evalcore.harnesses.optimus import OptiMUS
 
     harnesses: dict[str, type[AutoFormulation] | type[OptiMUS]] = {"autoformulation": AutoFormulation,
                                                                     "optimus": OptiMUS}

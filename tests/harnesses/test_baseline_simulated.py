@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from evalcore.data import reference_program
-from evalcore.grading import grade
-from evalcore.harnesses import BASELINES, Budgets
-from evalcore.sim.baselines import BaselineSkill, Parts, parts_of, pulp_parts, scip_lines
-from evalcore.sim.policy import SimSkill, SimulatedModel
+from opteval.evalcore.data import reference_program
+from opteval.evalcore.grading import grade
+from opteval.evalcore.harnesses import BASELINES, Budgets
+from opteval.evalcore.sim.baselines import BaselineSkill, Parts, parts_of, pulp_parts, scip_lines
+from opteval.evalcore.sim.policy import SimSkill, SimulatedModel
 
 PULP = "sample-0001"  # a PuLP LP (maximize)
 SCIP = "sample-0003"  # a PySCIPOpt binary program

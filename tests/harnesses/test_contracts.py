@@ -5,12 +5,12 @@ import asyncio
 
 import pytest
 
-from evalcore.harnesses import Budgets, HarnessContext, get_harness
-from evalcore.models.base import Sampling
-from evalcore.models.contract import PromptContract
-from evalcore.sim.policy import SimulatedModel
-from sweepcore.config import ConfigError, load_config, methods_for, model_config
-from sweepcore.plan import expand_plan, plan_counts
+from opteval.evalcore.harnesses import Budgets, HarnessContext, get_harness
+from opteval.evalcore.models.base import Sampling
+from opteval.evalcore.models.contract import PromptContract
+from opteval.evalcore.sim.policy import SimulatedModel
+from opteval.sweepcore.config import ConfigError, load_config, methods_for, model_config
+from opteval.sweepcore.plan import expand_plan, plan_counts
 
 MSGS = [{"role": "system", "content": "SYS"}, {"role": "user", "content": "USER"}]
 

@@ -5,10 +5,10 @@ import shutil
 
 import pytest
 
-import evalcore.harnesses._common as common
-from evalcore.harnesses.version import harness_version
-from sweepcore.config import item_fingerprint, load_config, resolved, sweep_fingerprint
-from sweepcore.ledger import ConfigChangedError, Ledger
+import opteval.evalcore.harnesses._common as common
+from opteval.evalcore.harnesses.version import harness_version
+from opteval.sweepcore.config import item_fingerprint, load_config, resolved, sweep_fingerprint
+from opteval.sweepcore.ledger import ConfigChangedError, Ledger
 
 
 @pytest.fixture

@@ -7,13 +7,13 @@ from typing import Any
 
 import pytest
 
-from evalcore.data import reference_program
-from evalcore.grading import grade
-from evalcore.harnesses import HARNESSES, Budgets, HarnessContext, get_harness
-from evalcore.harnesses.optistate import check_formulation
-from evalcore.models.base import ModelError, Sampling
-from evalcore.records import STATUS_NO_SUBMISSION, STATUS_SUBMITTED, STATUSES
-from evalcore.sim.policy import SimSkill, SimulatedModel, count_tokens, split_program
+from opteval.evalcore.data import reference_program
+from opteval.evalcore.grading import grade
+from opteval.evalcore.harnesses import HARNESSES, Budgets, HarnessContext, get_harness
+from opteval.evalcore.harnesses.optistate import check_formulation
+from opteval.evalcore.models.base import ModelError, Sampling
+from opteval.evalcore.records import STATUS_NO_SUBMISSION, STATUS_SUBMITTED, STATUSES
+from opteval.evalcore.sim.policy import SimSkill, SimulatedModel, count_tokens, split_program
 
 FIRST = "sample-0001"  # a PuLP LP (maximize): its sense flip changes the optimum
 ONLY: dict[str, Any] = {"p_correct": 0.0, "p_mutant": 0.0, "p_syntax_error": 0.0, "p_runtime_error": 0.0,

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import pytest
 
-from evalcore.extraction import extract_code
-from evalcore.grading import grade
-from evalcore.harnesses import Budgets
-from evalcore.harnesses._common import load_prompt, render
-from evalcore.harnesses.llmopt import ATTEMPT_SEED_STRIDE, five_elements, read_optimum, verdict
-from evalcore.sim import SimulatedModel
+from opteval.evalcore.extraction import extract_code
+from opteval.evalcore.grading import grade
+from opteval.evalcore.harnesses import Budgets
+from opteval.evalcore.harnesses._common import load_prompt, render
+from opteval.evalcore.harnesses.llmopt import ATTEMPT_SEED_STRIDE, five_elements, read_optimum, verdict
+from opteval.evalcore.sim import SimulatedModel
 from tests.harnesses.scripted import ScriptedModel
 
 # generate_prompt.py @142f3f19: code_suffix and the head of F2C / Q2F, verbatim
@@ -144,7 +144,7 @@ def test_a_wrong_formulation_restarts_from_q2f_and_attempts_are_capped(sample, e
 
 
 def test_the_method_config_is_the_released_protocol():
-    from sweepcore.config import method_config
+    from opteval.sweepcore.config import method_config
 
     cfg = method_config("llmopt")
     assert cfg.harness == "llmopt" and cfg.extraction == "llmopt"

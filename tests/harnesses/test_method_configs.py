@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from evalcore.harnesses.base import Budgets
+from opteval.evalcore.harnesses.base import Budgets
 
 METHODS = sorted((Path(__file__).resolve().parents[2] / "configs" / "methods").glob("*.yaml"))
 SOURCE = re.compile(r"#.*\b(paper|ours|public implementation|ORLM|SIRL|LLMOPT)\b")  # the last three: their public code

@@ -1,11 +1,11 @@
 """The prompt formats the simulated policy reads are constants the harness modules export; each
 is checked here against what the harness really writes (its rendered prompt file or its own
 formatting code), so rewording a prompt fails this test instead of silently changing the
-simulated results (evalcore.sim imports these constants; it has no regex of its own)."""
+simulated results (opteval.evalcore.sim imports these constants; it has no regex of its own)."""
 from __future__ import annotations
 
-from evalcore.harnesses import _common, autoformulation, opticycle, reflexion, semopt
-from evalcore.harnesses._common import load_prompt, render
+from opteval.evalcore.harnesses import _common, autoformulation, opticycle, reflexion, semopt
+from opteval.evalcore.harnesses._common import load_prompt, render
 
 
 def test_problem_tag_reads_the_question_back():
@@ -51,8 +51,8 @@ def test_semopt_heads_and_alternatives():
 
 
 def test_the_simulator_uses_the_exported_constants():
-    from evalcore.sim import baselines, policy
-    from evalcore.sim import semopt as sim_semopt
+    from opteval.evalcore.sim import baselines, policy
+    from opteval.evalcore.sim import semopt as sim_semopt
 
     assert policy.PROBLEM_TAG is _common.PROBLEM_TAG and policy.TURN_LINE is _common.TURN_LINE
     assert policy.ACTION_HEAD is opticycle.ACTION_HEAD

@@ -5,11 +5,11 @@ import re
 
 import pytest
 
-from evalcore.harnesses import Budgets, HarnessContext
-from evalcore.harnesses._common import PROMPTS_DIR, _expand, load_prompt, prompt_files, render, system_prompt
-from evalcore.models.base import Sampling
-from evalcore.sim.policy import SimulatedModel
-from evalcore.solvers import PAPER_SOLVERS, prompt_list, validate
+from opteval.evalcore.harnesses import Budgets, HarnessContext
+from opteval.evalcore.harnesses._common import PROMPTS_DIR, _expand, load_prompt, prompt_files, render, system_prompt
+from opteval.evalcore.models.base import Sampling
+from opteval.evalcore.sim.policy import SimulatedModel
+from opteval.evalcore.solvers import PAPER_SOLVERS, prompt_list, validate
 
 
 class _NoExecutor:
@@ -65,7 +65,7 @@ def test_prompt_files_list_the_fragments_a_method_reads():
 
 
 def test_an_include_cycle_and_a_missing_fragment_are_named(tmp_path, monkeypatch):
-    import evalcore.harnesses._common as common
+    import opteval.evalcore.harnesses._common as common
 
     (tmp_path / "a").mkdir()
     (tmp_path / "a" / "x.md").write_text("{{> a/y}}\n")
@@ -115,8 +115,8 @@ def test_placeholders_are_all_filled_by_the_harnesses():
 
 
 def test_the_fork_server_preimports_the_configured_solver_set():
-    from evalcore.sandbox import ForkServer
-    from evalcore.solvers import preimport_modules, versions
+    from opteval.evalcore.sandbox import ForkServer
+    from opteval.evalcore.solvers import preimport_modules, versions
 
     server = ForkServer(modules=preimport_modules(["pulp"]))
     try:

@@ -6,9 +6,9 @@ import asyncio
 
 import pytest
 
-from evalcore.grading import grade_submission, parse_submission
-from evalcore.harnesses import Budgets, HarnessContext, get_harness
-from evalcore.models.base import Completion, Sampling, Usage
+from opteval.evalcore.grading import grade_submission, parse_submission
+from opteval.evalcore.harnesses import Budgets, HarnessContext, get_harness
+from opteval.evalcore.models.base import Completion, Sampling, Usage
 from tests.models.conftest import copt_completion
 
 ORLM_PROMPT = ("Below is an operations research question. Build a mathematical model and corresponding python "
@@ -44,7 +44,7 @@ def test_orlm_sends_its_exact_template_as_the_only_message(sample, executor):
 
 
 def test_orlm_method_config_has_the_300s_timeout():
-    from sweepcore.config import effective_limits, load_config
+    from opteval.sweepcore.config import effective_limits, load_config
 
     assert effective_limits(load_config([]), "orlm").wall_s == 300
 

@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import pytest
 
-from evalcore.harnesses import Budgets
-from evalcore.harnesses.opticycle import RESTARTED
-from evalcore.models.base import Completion, Usage
-from evalcore.sandbox.types import Limits
+from opteval.evalcore.harnesses import Budgets
+from opteval.evalcore.harnesses.opticycle import RESTARTED
+from opteval.evalcore.models.base import Completion, Usage
+from opteval.evalcore.sandbox.types import Limits
 
 LIMITS = Limits(wall_s=1.5, cpu_s=1.5)
 SLOW = "import time\nstate = 41\nwhile True:\n    pass\n"
@@ -77,8 +77,8 @@ def test_a_crashed_interpreter_is_restarted_too(sample, run_harness, executor):
 
 def test_the_simulated_policy_rebuilds_after_a_restart(sample, run_harness):
     """The policy must not reuse objects built before a restart (it sends the build cell again)."""
-    from evalcore.models.base import CallMeta
-    from evalcore.sim.policy import PURPOSE_BUILD, SimulatedModel
+    from opteval.evalcore.models.base import CallMeta
+    from opteval.evalcore.sim.policy import PURPOSE_BUILD, SimulatedModel
 
     problems, _ = sample
     spec = problems["sample-0001"]

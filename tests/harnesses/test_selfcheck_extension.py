@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from evalcore.harnesses import HARNESSES, HarnessContext, get_harness
-from evalcore.harnesses.version import harness_version
-from evalcore.problems import ProblemSpec
-from sweepcore import config as C
-from sweepcore.config import load_config
+from opteval.evalcore.harnesses import HARNESSES, HarnessContext, get_harness
+from opteval.evalcore.harnesses.version import harness_version
+from opteval.evalcore.problems import ProblemSpec
+from opteval.sweepcore import config as C
+from opteval.sweepcore.config import load_config
 from tests.harnesses.scripted import ScriptedModel, program
 
 REPO = Path(__file__).resolve().parents[2]

@@ -7,11 +7,11 @@ import re
 
 import pytest
 
-from evalcore.harnesses._common import PROMPTS_DIR, fenced_blocks, load_prompt, render
-from evalcore.models import CallMeta, OpenAIChatModel, Sampling
-from evalcore.models.openai_backend import HARNESS_HEADER, STAGE_HEADER
-from evalcore.registry import UnknownNameError
-from evalcore.sim.policy import STAGE_HANDLERS, SimulatedModel, register_stage, stage_handler
+from opteval.evalcore.harnesses._common import PROMPTS_DIR, fenced_blocks, load_prompt, render
+from opteval.evalcore.models import CallMeta, OpenAIChatModel, Sampling
+from opteval.evalcore.models.openai_backend import HARNESS_HEADER, STAGE_HEADER
+from opteval.evalcore.registry import UnknownNameError
+from opteval.evalcore.sim.policy import STAGE_HANDLERS, SimulatedModel, register_stage, stage_handler
 from tests.models.conftest import FakeOpenAIServer, chat_response
 
 # Any bracketed tag a test tool could leave in a prompt: [harness:x], [step:x], [stage:x], [sim:...]
@@ -108,7 +108,7 @@ def test_every_call_records_its_stage_and_the_model_sees_the_meta(sample, run_ha
 def test_serve_app_reads_the_headers_into_a_call_meta():
     from starlette.datastructures import Headers
 
-    from cluster.serve.serving import call_meta
+    from opteval.cluster.serve.serving import call_meta
 
     meta = call_meta(Headers({"x-opteval-harness": "optistate", "x-opteval-stage": "formulate"}))
     assert meta == CallMeta("optistate", "formulate")
@@ -118,7 +118,7 @@ def test_serve_app_reads_the_headers_into_a_call_meta():
 
 def test_simulated_serve_app_answers_by_the_headers(sample):
     """The Serve app's handler (its class, without Serve): the stage header decides the reply."""
-    from cluster.serve.serving import SimulatedOpenAI
+    from opteval.cluster.serve.serving import SimulatedOpenAI
 
     problems, _ = sample
     spec = problems["sample-0001"]

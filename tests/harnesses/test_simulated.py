@@ -8,11 +8,11 @@ import time
 
 import pytest
 
-from evalcore.data import reference_program
-from evalcore.extraction import extract_code
-from evalcore.harnesses._common import fenced_blocks, load_prompt, render
-from evalcore.models.base import CallMeta, ChatModel, Sampling
-from evalcore.sim.policy import (
+from opteval.evalcore.data import reference_program
+from opteval.evalcore.extraction import extract_code
+from opteval.evalcore.harnesses._common import fenced_blocks, load_prompt, render
+from opteval.evalcore.models.base import CallMeta, ChatModel, Sampling
+from opteval.evalcore.sim.policy import (
     MUTATION_OPS,
     SimSkill,
     SimulatedModel,

@@ -6,14 +6,14 @@ from __future__ import annotations
 
 from typing import Any, cast
 
-from evalcore.grading import grade
-from evalcore.harnesses import HARNESSES, HarnessContext
-from evalcore.harnesses._common import load_prompt
-from evalcore.harnesses.sirl import SIRL
-from evalcore.harnesses.sirl_roles import SIRLRoles, roles
-from evalcore.models.base import Sampling
-from evalcore.selection import isc_select
-from evalcore.sim import SimulatedModel
+from opteval.evalcore.grading import grade
+from opteval.evalcore.harnesses import HARNESSES, HarnessContext
+from opteval.evalcore.harnesses._common import load_prompt
+from opteval.evalcore.harnesses.sirl import SIRL
+from opteval.evalcore.harnesses.sirl_roles import SIRLRoles, roles
+from opteval.evalcore.models.base import Sampling
+from opteval.evalcore.selection import isc_select
+from opteval.evalcore.sim import SimulatedModel
 
 
 def test_ten_distinct_roles_before_sirls_own_system_prompt(sample):

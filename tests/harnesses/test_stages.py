@@ -5,10 +5,10 @@ import asyncio
 
 import pytest
 
-from evalcore.harnesses import Budgets, HarnessContext, get_harness
-from evalcore.harnesses._common import stage_sampling
-from evalcore.models import CallMeta, OpenAIChatModel, Sampling
-from evalcore.sim.policy import SimulatedModel
+from opteval.evalcore.harnesses import Budgets, HarnessContext, get_harness
+from opteval.evalcore.harnesses._common import stage_sampling
+from opteval.evalcore.models import CallMeta, OpenAIChatModel, Sampling
+from opteval.evalcore.sim.policy import SimulatedModel
 from tests.models.conftest import FakeOpenAIServer, chat_response
 
 NO_THINK = {"extra_body": {"chat_template_kwargs": {"enable_thinking": False}}}
@@ -52,7 +52,7 @@ def test_optistate_formulate_stage_is_sent_without_thinking_over_http(sample, lo
 def test_method_config_stages_are_validated(tmp_path, monkeypatch):
     import shutil
 
-    from sweepcore import config as cconf
+    from opteval.sweepcore import config as cconf
 
     root = tmp_path / "configs"
     shutil.copytree(cconf.configs_dir(), root)

@@ -9,9 +9,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from evalcore.problems import REGISTRY
-from evalcore.reporting.table1 import TABLE1_BENCHMARKS, TABLE1_METHODS, table1, table1_markdown
-from sweepcore.config import load_config
+from opteval.evalcore.problems import REGISTRY
+from opteval.evalcore.reporting.table1 import TABLE1_BENCHMARKS, TABLE1_METHODS, table1, table1_markdown
+from opteval.sweepcore.config import load_config
 
 REPO = Path(__file__).resolve().parents[2]
 TABLE1 = REPO / "configs" / "sweeps" / "table1.yaml"

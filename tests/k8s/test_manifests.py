@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from jobs import k8s
+from opteval.jobs import k8s
 from tests.k8s import crd_schema
 
 REPO = Path(__file__).resolve().parents[2]
@@ -351,7 +351,7 @@ def test_ledger_uri_of_dev_writes_to_an_s3_store(tmp_path):
     moto_server = pytest.importorskip("moto.server")
     import pyarrow.fs as pafs
 
-    from sweepcore.ledger import join_uri, open_filesystem
+    from opteval.sweepcore.ledger import join_uri, open_filesystem
 
     server = moto_server.ThreadedMotoServer(port=0)
     server.start()
@@ -448,8 +448,8 @@ def test_readme_states_each_overlays_cost(overlay):
 def test_rayservice_builds_the_same_application_as_local_code():
     from ray.serve.schema import ServeDeploySchema
 
-    from cluster.serve import llm_serving
-    from sweepcore.config import as_plain, load_config, model_config
+    from opteval.cluster.serve import llm_serving
+    from opteval.sweepcore.config import as_plain, load_config, model_config
 
     svc = _by_kind(_docs("serve"), "RayService")[0]
     served = yaml.safe_load(svc["spec"]["serveConfigV2"])

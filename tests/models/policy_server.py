@@ -14,9 +14,9 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from evalcore.models.base import CallMeta, Sampling
-from evalcore.models.openai_backend import HARNESS_HEADER, SIMULATED_FINGERPRINT, STAGE_HEADER
-from evalcore.sim.policy import SimulatedModel, content_text, count_tokens
+from opteval.evalcore.models.base import CallMeta, Sampling
+from opteval.evalcore.models.openai_backend import HARNESS_HEADER, SIMULATED_FINGERPRINT, STAGE_HEADER
+from opteval.evalcore.sim.policy import SimulatedModel, content_text, count_tokens
 
 Override = Callable[[dict[str, Any], "CallMeta | None"], "str | None"]
 

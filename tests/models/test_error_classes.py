@@ -14,9 +14,9 @@ import socket
 
 import pytest
 
-from evalcore.harnesses.direct import Direct
-from evalcore.models import ModelError, OpenAIChatModel, Sampling
-from evalcore.models.base import EndpointFailure
+from opteval.evalcore.harnesses.direct import Direct
+from opteval.evalcore.models import ModelError, OpenAIChatModel, Sampling
+from opteval.evalcore.models.base import EndpointFailure
 
 MESSAGES = [{"role": "user", "content": "Solve it."}]
 OVERFLOW = {"object": "error", "type": "BadRequestError", "code": 400,
@@ -99,8 +99,8 @@ def test_client_timeout_is_infrastructure(fake_server, make_response):
 
 def test_direct_harness_sees_a_rejected_call_and_ends_without_submission(fake_server):
     """The whole trajectory: a context overflow is recorded in the call, no submission, no error."""
-    from evalcore.harnesses.base import Budgets, HarnessContext
-    from evalcore.problems import load_benchmark
+    from opteval.evalcore.harnesses.base import Budgets, HarnessContext
+    from opteval.evalcore.problems import load_benchmark
 
     fake_server.script = [(400, OVERFLOW, 0)]
     spec = load_benchmark("sample")[0][0]

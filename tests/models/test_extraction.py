@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from evalcore.extraction import (
+from opteval.evalcore.extraction import (
     ORLM_FOOTER,
     PROFILES,
     UnknownProfileError,
@@ -11,8 +11,8 @@ from evalcore.extraction import (
     extract_submission,
     fenced_python_blocks,
 )
-from evalcore.sandbox import run_program
-from evalcore.sandbox.types import ExecResult, Limits
+from opteval.evalcore.sandbox import run_program
+from opteval.evalcore.sandbox.types import ExecResult, Limits
 
 LIMITS = Limits(wall_s=60, cpu_s=60)
 
@@ -164,14 +164,14 @@ def test_unknown_profile_names_it_and_the_known_ones():
         extract_code("```python\nx=1\n```", "orml")
     assert "'orml'" in str(err.value) and "orlm" in str(err.value)
     # the built-in five (llmopt: its released infer_code slicing), plus the released reward schemes' two
-    # once evalcore.rewards is imported
+    # once opteval.evalcore.rewards is imported
     assert {"submit", "orlm", "sirl", "stdout", "llmopt"} <= set(PROFILES) <= {
         "submit", "orlm", "sirl", "stdout", "llmopt", "sirl-train", "orr1-train"}
 
 
 def test_sirl_profile_reads_like_sirls_evaluation():
-    from evalcore.extraction import sirl_flip_variable_types
-    from evalcore.sandbox.types import ExecResult
+    from opteval.evalcore.extraction import sirl_flip_variable_types
+    from opteval.evalcore.sandbox.types import ExecResult
 
     text = "<python>\n```python\nm = gp.Model()\nx = m.addVar(lb=0)\nm.optimize()\n```\n</python>"
     code = extract_code(text, "sirl")

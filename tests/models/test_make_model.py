@@ -7,7 +7,7 @@ import types
 
 import pytest
 
-from evalcore.models import make_model
+from opteval.evalcore.models import make_model
 
 
 def test_simulated_backend_is_dispatched_lazily(monkeypatch):
@@ -19,9 +19,9 @@ def test_simulated_backend_is_dispatched_lazily(monkeypatch):
             seen["cfg"] = cfg
             return cls()
 
-    fake = types.ModuleType("evalcore.sim.policy")
+    fake = types.ModuleType("opteval.evalcore.sim.policy")
     fake.SimulatedModel = FakeSimulated  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "evalcore.sim.policy", fake)
+    monkeypatch.setitem(sys.modules, "opteval.evalcore.sim.policy", fake)
     model = make_model({"name": "sim", "backend": "simulated", "skill": {"correct": 0.5}})
     assert isinstance(model, FakeSimulated)
     assert seen["cfg"] == {"name": "sim", "backend": "simulated", "skill": {"correct": 0.5}}

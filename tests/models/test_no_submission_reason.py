@@ -1,8 +1,8 @@
 """A run without a submission says why (the program's error, or what the profile looked for)."""
 from __future__ import annotations
 
-from evalcore.extraction import explain_no_submission, extract_code, extract_submission
-from evalcore.sandbox import run_program
+from opteval.evalcore.extraction import explain_no_submission, extract_code, extract_submission
+from opteval.evalcore.sandbox import run_program
 
 PULP_PRINTS = ("```python\nimport pulp\np = pulp.LpProblem('t', pulp.LpMaximize)\nx = pulp.LpVariable('x', 0, 4)\n"
                "p += x\np.solve(pulp.PULP_CBC_CMD(msg=0))\nprint('Objective:', pulp.value(p.objective))\n```")

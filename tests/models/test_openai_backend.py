@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from evalcore.models import ModelError, OpenAIChatModel, Sampling, make_model
+from opteval.evalcore.models import ModelError, OpenAIChatModel, Sampling, make_model
 
 MESSAGES = [{"role": "user", "content": "Solve it."}]
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from evalcore.models import ModelError, ReplayModel, Sampling, make_model
-from evalcore.models.replay import ReplayFileError, load_records
+from opteval.evalcore.models import ModelError, ReplayModel, Sampling, make_model
+from opteval.evalcore.models.replay import ReplayFileError, load_records
 
 REPO = Path(__file__).resolve().parents[2]
 REGRADE = REPO / "jobs" / "regrade.py"

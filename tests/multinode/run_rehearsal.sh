@@ -90,7 +90,7 @@ python - "$OUT" "$WORK/job.log" "$GCS" <<'EOF'
 import re, sys
 import ray
 from ray import serve
-from sweepcore.ledger import Ledger
+from opteval.sweepcore.ledger import Ledger
 out, log = sys.argv[1], open(sys.argv[2]).read()
 led = Ledger.open(out, "rehearsal", {}, "", True, read_only=True)
 df = led.read_table().to_pandas()

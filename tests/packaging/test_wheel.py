@@ -10,6 +10,7 @@ import socket
 import subprocess
 import sys
 import venv
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -43,21 +44,28 @@ def test_the_wheel_runs_the_demo_from_an_empty_folder(tmp_path):
     run([str(py), "-m", "pip", "install", "--no-deps", "-q", str(wheel)], tmp_path)
     work = tmp_path / "empty"
     work.mkdir()
-    where = run([str(py), "-c", "import evalcore, cluster, jobs, opteval_configs; from sweepcore.config import configs_dir; "
-                 "print(evalcore.__file__); print(cluster.__file__); print(jobs.__file__); print(configs_dir())"], work)
+    # one import namespace: the wheel installs `opteval` and no generic top-level name
+    with zipfile.ZipFile(wheel) as zf:
+        top = {n.split("/")[0] for n in zf.namelist() if not n.split("/")[0].endswith((".dist-info", ".data"))}
+        top_level = zf.read(next(n for n in zf.namelist() if n.endswith(".dist-info/top_level.txt"))).decode().split()
+    assert top == {"opteval"} and top_level == ["opteval"], (top, top_level)
+    where = run([str(py), "-c", "import opteval.evalcore, opteval.cluster, opteval.jobs; "
+                 "from opteval.sweepcore.config import configs_dir; print(opteval.evalcore.__file__); "
+                 "print(opteval.cluster.__file__); print(opteval.jobs.__file__); print(configs_dir())"], work)
     for line in where.stdout.split():
         assert Path(line).is_relative_to(env_dir) and not Path(line).is_relative_to(REPO), where.stdout
     opteval = str(env_dir / "bin" / "opteval")
     sweep = run([opteval, "sweep", "limit_problems=2", f"serving.http_port={free_port()}"], work)
     assert "planned" in sweep.stdout and (work / "results").is_dir()
     run([opteval, "report", "--summary"], work)
+    assert "usage" in run([str(py), "-m", "opteval", "--help"], work).stdout.lower()
     view = run([opteval, "view"], work)
     index = next(work.glob("results/*/view/index.html"))
     assert f"view written to {index}" in view.stdout
     # a user's own configs/ folder replaces the shipped one
     own = work / "configs"
-    run([str(py), "-c", f"import shutil, opteval_configs, pathlib; shutil.copytree(pathlib.Path(opteval_configs.__file__)"
-                        f".parent, {str(own)!r})"], work)
+    run([str(py), "-c", f"import shutil, opteval, pathlib; shutil.copytree(pathlib.Path(opteval.__file__)"
+                        f".parent / 'configs', {str(own)!r})"], work)
     (own / "methods" / "direct.yaml").write_text((own / "methods" / "direct.yaml").read_text() + "\nbogus_key: 1\n")
     bad = subprocess.run([opteval, "sweep", "plan_only=true"], cwd=str(work), capture_output=True, text=True,
                          env={**os.environ, "RAY_AUTH_MODE": "disabled"}, timeout=300)

@@ -17,11 +17,11 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 
 PLUGIN = '''
-"""A tiny opteval plugin: everything through evalcore.api, nothing from the checkout."""
+"""A tiny opteval plugin: everything through opteval.harness, nothing from the checkout."""
 import re
 from pathlib import Path
 
-from evalcore import api
+from opteval import harness as api
 
 HERE = Path(__file__).parent
 
@@ -117,7 +117,7 @@ def test_a_plugin_harness_profile_and_benchmark_sweep_without_touching_the_check
 
 
 def test_an_unknown_name_suggests_the_close_ones():
-    from evalcore.registry import Registry, UnknownNameError
+    from opteval.evalcore.registry import Registry, UnknownNameError
 
     reg: Registry[int] = Registry("widget")
     reg.add("opticycle", 1)

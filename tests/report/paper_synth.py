@@ -24,8 +24,8 @@ from typing import Any
 
 import pandas as pd
 
-from evalcore.problems import AnswerKey
-from evalcore.reporting.paper import SweepData
+from opteval.evalcore.problems import AnswerKey
+from opteval.evalcore.reporting.paper import SweepData
 
 ANSWERS = {"mamo_easy": AnswerKey("mamo_easy", {"e1": 10.0, "e2": 20.0}),
            "nl4opt": AnswerKey("nl4opt", {"n1": 30.0, "n2": 40.0})}

@@ -26,9 +26,9 @@ from typing import Any
 
 import pandas as pd
 
-from evalcore.grading import grade, submission_fields
-from evalcore.problems import AnswerKey
-from evalcore.records import empty_table
+from opteval.evalcore.grading import grade, submission_fields
+from opteval.evalcore.problems import AnswerKey
+from opteval.evalcore.records import empty_table
 
 ANSWERS = {
     "A": AnswerKey("A", {"a1": 10.0, "a2": "infeasible"}),

@@ -1,4 +1,4 @@
-"""Calls and tokens per trajectory beside the harness paper's figures (evalcore.reporting.costs),
+"""Calls and tokens per trajectory beside the harness paper's figures (opteval.evalcore.reporting.costs),
 on the synthetic ledger of synth.py, every number worked out by hand:
 
 M1 direct: 11 scored rows (a2 s2 not run), 1 call each; prompt 100 + 10 x sample, completion 50;
@@ -14,9 +14,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from evalcore.reporting import build_report
-from evalcore.reporting.costs import allowance_band, cost_table
-from evalcore.reporting.paper_costs import OPTICYCLE_TOKENS_K, PAPER_TOKENS, paper_tokens
+from opteval.evalcore.reporting import build_report
+from opteval.evalcore.reporting.costs import allowance_band, cost_table
+from opteval.evalcore.reporting.paper_costs import OPTICYCLE_TOKENS_K, PAPER_TOKENS, paper_tokens
 from tests.report import synth
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from evalcore.reporting import build_report
+from opteval.evalcore.reporting import build_report
 from tests.report.synth import ANSWERS, MODEL_META, PLANNED, ledger_frame
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -78,7 +78,7 @@ def _log_sweep(uri: str, experiment: str, sweep: str, summary: pd.DataFrame) -> 
 
 
 def test_mlflow_round_trip_gives_the_same_table(tmp_path: Path):
-    from sweepcore.tracking.mlflow_views import MlflowViewError, table_from_mlflow
+    from opteval.sweepcore.tracking.mlflow_views import MlflowViewError, table_from_mlflow
 
     os.environ.setdefault("MLFLOW_ENABLE_TELEMETRY", "false")
     rep = build_report(ledger_frame(), ANSWERS, PLANNED)

@@ -9,8 +9,8 @@ import pandas as pd
 import pytest
 import yaml
 
-from evalcore.reporting import paper
-from evalcore.reporting.paper import PaperReportError, merge, write_paper
+from opteval.evalcore.reporting import paper
+from opteval.evalcore.reporting.paper import PaperReportError, merge, write_paper
 from tests.report import paper_synth as synth
 
 REPO = Path(__file__).resolve().parents[2]
@@ -133,8 +133,8 @@ def test_the_backbone_lists_are_the_sweep_configs():
 
 
 def _ledger(root: Path, name: str, spec: dict[tuple[str, str], str], grading: str = "optagentbench") -> None:
-    """A real ledger (sweepcore.ledger.Ledger: manifest, plan.parquet, committed rows)."""
-    from sweepcore.ledger import Ledger
+    """A real ledger (opteval.sweepcore.ledger.Ledger: manifest, plan.parquet, committed rows)."""
+    from opteval.sweepcore.ledger import Ledger
 
     rows, plan = synth.rows_and_plan(name, spec)
     res = {"grading": {"profile": grading}, "benchmark_configs": {}}
@@ -145,7 +145,7 @@ def _ledger(root: Path, name: str, spec: dict[tuple[str, str], str], grading: st
 
 
 def test_one_command_writes_the_section_and_refuses_a_mix(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
-    from jobs import report
+    from opteval.jobs import report
 
     for name, spec in (("table1", synth.TABLE1), ("paper", synth.PAPER), ("figure4", synth.FIGURE4)):
         _ledger(tmp_path, name, spec)
@@ -184,7 +184,7 @@ def test_a_sweep_without_some_artefacts_says_which_and_why(tmp_path: Path):
 
 
 def test_budgets_match_gives_every_method_the_same_budget():
-    from sweepcore.config import ConfigError, effective_budgets, load_config
+    from opteval.sweepcore.config import ConfigError, effective_budgets, load_config
 
     cfg = load_config(["methods=[direct,opticycle,optimus]", "budgets.match=tokens", "budgets.match_to=opticycle"])
     # optimus's own max_total_tokens is 600,000 (configs/methods/optimus.yaml); matched, it is OptiCycle's

@@ -8,8 +8,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from evalcore.records import empty_table
-from evalcore.reporting import build_report
+from opteval.evalcore.records import empty_table
+from opteval.evalcore.reporting import build_report
 from tests.report import synth
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

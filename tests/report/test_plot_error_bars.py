@@ -4,7 +4,7 @@ from __future__ import annotations
 import pandas as pd
 from matplotlib.container import ErrorbarContainer
 
-from evalcore.reporting import plots
+from opteval.evalcore.reporting import plots
 
 
 def test_bars_carry_their_intervals(tmp_path, monkeypatch):

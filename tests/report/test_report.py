@@ -10,8 +10,8 @@ import math
 import pandas as pd
 import pytest
 
-from evalcore.reporting import build_report, isc_select, k_values
-from evalcore.reporting.frame import ReportError
+from opteval.evalcore.reporting import build_report, isc_select, k_values
+from opteval.evalcore.reporting.frame import ReportError
 from tests.report.synth import ANSWERS, MODEL_META, PLANNED, ledger_frame, rows
 
 
@@ -73,7 +73,7 @@ def test_renderers(rep):
     assert "| M1 | direct | **66.7**† [" in md
     assert "<u>50.0</u>†" in md
     assert "direct (simulated)" in md and "**SIMULATED**" in md
-    from evalcore.reporting import to_csv_frame, to_latex
+    from opteval.evalcore.reporting import to_csv_frame, to_latex
 
     csv = to_csv_frame(rep.main_table)
     r = cell(csv, model="M1", method="opticycle")
@@ -166,8 +166,8 @@ def test_orr1_vote_next_to_the_tolerance_vote(rep):
 
 
 def test_orr1_vote_is_the_released_rule():
-    from evalcore.rewards_released import orr1_vote as released
-    from evalcore.selection import orr1_vote, select
+    from opteval.evalcore.rewards_released import orr1_vote as released
+    from opteval.evalcore.selection import orr1_vote, select
 
     # int(float(x)): 1.9 and 1.2 both vote 1 and beat 2.0's single vote; statuses never vote
     assert orr1_vote([1.9, 2.0, 1.2, "infeasible", "infeasible", "infeasible"]) == 1.0
@@ -315,7 +315,7 @@ def test_k_values():
 def test_pyarrow_input_and_duplicate_keys_keep_last():
     import pyarrow as pa
 
-    from evalcore.records import empty_table
+    from opteval.evalcore.records import empty_table
 
     rs = rows()
     dup = dict(rs[-1])  # M2 opticycle c2: re-committed, now wrong

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from jobs import report as job
+from opteval.jobs import report as job
 
 
 def test_bootstrap_and_seed_options():

@@ -3,11 +3,11 @@ from __future__ import annotations
 
 import json
 
-from evalcore.records import CallRecord, Submission, Trajectory
-from jobs.report import report_rows, semopt_methods
-from sweepcore.config import load_config, resolved, sweep_fingerprint
-from sweepcore.ledger import Ledger, trajectory_row
-from sweepcore.plan import expand_plan
+from opteval.evalcore.records import CallRecord, Submission, Trajectory
+from opteval.jobs.report import report_rows, semopt_methods
+from opteval.sweepcore.config import load_config, resolved, sweep_fingerprint
+from opteval.sweepcore.ledger import Ledger, trajectory_row
+from opteval.sweepcore.plan import expand_plan
 
 
 def test_transcripts_read_for_semopt_rows_only(tmp_path):

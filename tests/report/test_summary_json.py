@@ -15,11 +15,11 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 
-from evalcore.grading import grade, submission_fields
-from evalcore.metrics import wilson_interval
-from evalcore.problems import load_benchmark
-from evalcore.records import empty_table
-from evalcore.reporting import build_report
+from opteval.evalcore.grading import grade, submission_fields
+from opteval.evalcore.metrics import wilson_interval
+from opteval.evalcore.problems import load_benchmark
+from opteval.evalcore.records import empty_table
+from opteval.evalcore.reporting import build_report
 
 K = 4
 METHODS = ("direct", "opticycle")

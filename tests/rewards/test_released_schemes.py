@@ -1,4 +1,4 @@
-"""The released-code reward schemes (evalcore.rewards_released) on golden cases transcribed from
+"""The released-code reward schemes (opteval.evalcore.rewards_released) on golden cases transcribed from
 the upstream functions:
 
 * ``sirl-released``: Cardinal-Operations/SIRL@8caaad14 ``SIRLTrain/reward_func/batch_score_gurobi.py``
@@ -20,9 +20,9 @@ from pathlib import Path
 
 import pytest
 
-import jobs.rewards
-from evalcore.rewards import RewardItem, score
-from evalcore.rewards_released import (
+import opteval.jobs.rewards
+from opteval.evalcore.rewards import RewardItem, score
+from opteval.evalcore.rewards_released import (
     ORR1_ADD_SCRIPT,
     extraction_for,
     orr1_program,
@@ -31,8 +31,8 @@ from evalcore.rewards_released import (
     sirl_format,
     sirl_program,
 )
-from evalcore.sandbox.types import ERROR, OK, ExecResult
-from jobs.cli import main as opteval
+from opteval.evalcore.sandbox.types import ERROR, OK, ExecResult
+from opteval.jobs.cli import main as opteval_cli
 
 GOOD = "<think>plan</think>\n<model>max 3x+2y</model>\n<python>\n```python\nm.optimize()\n```\n</python>"
 
@@ -194,7 +194,7 @@ def test_orr1_released_through_opteval_rewards_score(tmp_path, monkeypatch, loca
     async def run_all(codes):
         return [None if c is None else await local_executor.run(c) for c in codes]
 
-    monkeypatch.setattr(jobs.rewards, "run_programs", lambda codes, executors, limits: asyncio.run(run_all(codes)))
+    monkeypatch.setattr(opteval.jobs.rewards, "run_programs", lambda codes, executors, limits: asyncio.run(run_all(codes)))
     rows = ([{"id": "distinct", "completion": fake_copt(v)} for v in range(1, 9)]
             + [{"id": "ints", "completion": fake_copt(v)} for v in [10.3] * 4 + [10.7] * 4])
     c = tmp_path / "C.jsonl"
@@ -202,7 +202,7 @@ def test_orr1_released_through_opteval_rewards_score(tmp_path, monkeypatch, loca
     a = tmp_path / "A.jsonl"
     a.write_text("", encoding="utf-8")
     out = tmp_path / "R.jsonl"
-    rc = opteval(["rewards", "score", "--completions", str(c), "--answers", str(a), "--scheme", "orr1-released",
+    rc = opteval_cli(["rewards", "score", "--completions", str(c), "--answers", str(a), "--scheme", "orr1-released",
                   "--out", str(out)])
     assert rc == 0, capsys.readouterr().err
     got = [json.loads(line) for line in Path(out).read_text().splitlines()]
@@ -216,7 +216,7 @@ def test_another_extraction_for_a_released_scheme_exits_2(tmp_path, capsys):
     c.write_text(json.dumps({"id": "a", "completion": GOOD}) + "\n", encoding="utf-8")
     a = tmp_path / "A.jsonl"
     a.write_text(json.dumps({"id": "a", "answer": 1}) + "\n", encoding="utf-8")
-    rc = opteval(["rewards", "score", "--completions", str(c), "--answers", str(a), "--scheme", "sirl-released",
+    rc = opteval_cli(["rewards", "score", "--completions", str(c), "--answers", str(a), "--scheme", "sirl-released",
                   "--extraction", "submit", "--out", str(tmp_path / "R.jsonl")])
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 2 and len(err) == 1 and "--extraction submit: scheme 'sirl-released'" in err[0]
@@ -224,7 +224,7 @@ def test_another_extraction_for_a_released_scheme_exits_2(tmp_path, capsys):
 
 
 def test_the_service_request_takes_the_released_schemes_own_extraction():
-    from cluster.serve.rewards_app import RequestError, parse_request
+    from opteval.cluster.serve.rewards_app import RequestError, parse_request
 
     scheme, extraction, _, _ = parse_request({"scheme": "orr1-released", "items": [{"id": "a", "completion": "x"}]})
     assert (scheme, extraction) == ("orr1-released", "orr1-train")

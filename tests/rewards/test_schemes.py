@@ -1,9 +1,9 @@
-"""evalcore.rewards: the three schemes on hand-made execution results (no sandbox, no Ray)."""
+"""opteval.evalcore.rewards: the three schemes on hand-made execution results (no sandbox, no Ray)."""
 from __future__ import annotations
 
 import pytest
 
-from evalcore.rewards import (
+from opteval.evalcore.rewards import (
     ORR1_FIELDS,
     RewardItem,
     UnknownSchemeError,
@@ -11,7 +11,7 @@ from evalcore.rewards import (
     score,
     sirl_accurate,
 )
-from evalcore.sandbox.types import ERROR, OK, TIMEOUT, ExecResult
+from opteval.evalcore.sandbox.types import ERROR, OK, TIMEOUT, ExecResult
 
 SIRL_TEXT = "<think>plan</think>\n<model>max 3x+2y</model>\n<python>\n```python\nsubmit(12)\n```\n</python>"
 ORR1_TEXT = "\n".join(ORR1_FIELDS) + "\nx = 1\n```\n"

@@ -159,7 +159,7 @@ def test_hostile_bodies_are_400_with_their_cause(service):
 
 
 def test_trl_and_verl_adapters_talk_to_the_service(service):
-    from evalcore.reward_adapters import RewardServiceError, compute_score, trl_reward_func
+    from opteval.evalcore.reward_adapters import RewardServiceError, compute_score, trl_reward_func
 
     reward = trl_reward_func(service, scheme="correct", extraction="orlm", grading="orlm")
     assert reward.__name__ == "opteval_correct"
@@ -215,7 +215,7 @@ def test_a_program_killed_by_its_own_limit_keeps_a_normal_low_reward(service):
 
 
 def test_verl_sync_async_and_batch_adapters(service):
-    from evalcore.reward_adapters import compute_score, compute_score_async, compute_score_batch
+    from opteval.evalcore.reward_adapters import compute_score, compute_score_async, compute_score_batch
 
     kw = {"url": service, **ORLM}
     assert compute_score("nl4opt", copt(), 12, extra_info={"index": 0}, **kw) == 1.0
@@ -234,7 +234,7 @@ async def _gather(*coros: Any) -> list[Any]:
 
 
 def test_trl_async_adapter_and_no_reward_as_none(service):
-    from evalcore.reward_adapters import trl_async_reward_func, trl_reward_func
+    from opteval.evalcore.reward_adapters import trl_async_reward_func, trl_reward_func
 
     reward = trl_async_reward_func(service, answer_key="solution", **ORLM)
     assert asyncio.iscoroutinefunction(reward) and reward.__name__ == "opteval_correct"
@@ -249,7 +249,7 @@ def test_trl_async_adapter_and_no_reward_as_none(service):
 
 
 def test_verl_raises_naming_the_item_it_could_not_score(service):
-    from evalcore.reward_adapters import RewardUnavailableError, compute_score, compute_score_batch
+    from opteval.evalcore.reward_adapters import RewardUnavailableError, compute_score, compute_score_batch
 
     with pytest.raises(RewardUnavailableError, match=r"id '7': timeout_budget") as caught:
         compute_score("nl4opt", LOOP, 12, extra_info={"index": 7}, url=service, deadline_s=1, **ORLM)
@@ -260,7 +260,7 @@ def test_verl_raises_naming_the_item_it_could_not_score(service):
 
 
 def test_openrlhf_route_and_file_mode(service, monkeypatch):
-    from evalcore.reward_adapters import RewardUnavailableError, reward_func
+    from opteval.evalcore.reward_adapters import RewardUnavailableError, reward_func
 
     prompts = ["Q: maximize 3x+2y\nA: ", "Q: maximize 3x+2y\nA: ", "Q: other\nA: "]
     responses = [copt(), "no code here", copt()]
@@ -294,7 +294,7 @@ def test_openrlhf_route_and_file_mode(service, monkeypatch):
 
 def test_orlm_published_nl4opt_outputs_count_210_correct(service):
     path = os.environ.get("OPTEVAL_ORLM_OUTPUTS")
-    from jobs.rewards import ORLM_OUTPUTS_HOWTO, orlm_executed_items
+    from opteval.jobs.rewards import ORLM_OUTPUTS_HOWTO, orlm_executed_items
 
     if not path:
         pytest.skip(ORLM_OUTPUTS_HOWTO)

@@ -67,7 +67,7 @@ def test_an_executor_killed_mid_batch_scores_nothing_silently(tmp_path):
         body = {"scheme": "correct", "extraction": "orlm", "grading": "orlm",
                 "items": [{"id": f"p{i}", "completion": copt(), "answer": 12} for i in range(N)]}
         assert len(_descendants(proc.pid, "SandboxRunner")) == 2, "expected two sandbox replicas"
-        for needle in ("SandboxRunner", "evalcore.sandbox.forkserver"):
+        for needle in ("SandboxRunner", "opteval.evalcore.sandbox.forkserver"):
             killed: list[int] = []
             killer = _kill_later(proc.pid, needle, 3.0, killed)
             r = httpx.post(url, json=body, timeout=600)

@@ -3,7 +3,7 @@ processes on the host by a marker a sandboxed program puts in its command line o
 
 Every test that takes ``server`` (or ``as_user``) runs twice: ``[root]``, with the fork server
 started by this (root) test process, and ``[unprivileged]``, with the fork server started as
-uid 65534 with empty capability sets (``evalcore.sandbox.asuser``: setpriv, and the Python
+uid 65534 with empty capability sets (``opteval.evalcore.sandbox.asuser``: setpriv, and the Python
 installation bound back at its own path where that user could not reach it). The test process
 stays root in both, so it can check the host side: planted files, host pids, a loopback port.
 """
@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from evalcore.sandbox import ForkServer
-from evalcore.sandbox.asuser import NOBODY, unprivileged_launcher
-from evalcore.sandbox.host import SandboxUnavailable
+from opteval.evalcore.sandbox import ForkServer
+from opteval.evalcore.sandbox.asuser import NOBODY, unprivileged_launcher
+from opteval.evalcore.sandbox.host import SandboxUnavailable
 
 # Present in the host process *before* any fork server starts: it must never reach a program.
 SECRET_ENV = "OPTEVAL_SANDBOX_TEST_SECRET"

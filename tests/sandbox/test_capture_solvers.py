@@ -8,7 +8,7 @@ import textwrap
 
 import pytest
 
-from evalcore.selection import resolve_sense
+from opteval.evalcore.selection import resolve_sense
 
 
 def run(server, code: str):

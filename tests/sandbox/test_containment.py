@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from evalcore.sandbox import ERROR, KILLED, OK, TIMEOUT, ForkServer, Limits, SandboxUnavailable
-from evalcore.sandbox.asuser import NOBODY, unprivileged_launcher
+from opteval.evalcore.sandbox import ERROR, KILLED, OK, TIMEOUT, ForkServer, Limits, SandboxUnavailable
+from opteval.evalcore.sandbox.asuser import NOBODY, unprivileged_launcher
 
 from .conftest import host_pids_with, reachable_dir, wait_gone
 
@@ -229,7 +229,7 @@ def test_each_server_runs_as_it_says(server, as_user):
     if not as_user:
         with open(f"/proc/{server.pid}/status") as fh:
             assert fh.read().split("Uid:")[1].split()[:4] == [str(os.geteuid())] * 4
-        from evalcore.sandbox import linux
+        from opteval.evalcore.sandbox import linux
 
         assert server.contained and server.userns is (not linux.privileged())
         return

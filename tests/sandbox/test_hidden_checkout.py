@@ -1,5 +1,5 @@
 """Issue 41: the README's test command as root from a clone whose parent is mode 0700 (``/root``,
-``mktemp -d``): the unprivileged fork server must import ``evalcore`` from behind that hidden
+``mktemp -d``): the unprivileged fork server must import ``opteval.evalcore`` from behind that hidden
 ancestor, as it does from a wheel. A copy of the package in a 0700 folder is started through the
 real launcher (setpriv to uid 65534, a private mount namespace) and runs a program."""
 from __future__ import annotations
@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from evalcore.sandbox.asuser import NOBODY, _hidden_ancestors, unprivileged_launcher
+from opteval.evalcore.sandbox.asuser import NOBODY, _hidden_ancestors, unprivileged_launcher
 
 REPO = Path(__file__).resolve().parents[2]
 
 RUN = """
-from evalcore.sandbox.asuser import NOBODY, _hidden_ancestors, unprivileged_launcher, package_root
-from evalcore.sandbox.host import ForkServer
+from opteval.evalcore.sandbox.asuser import NOBODY, _hidden_ancestors, unprivileged_launcher, package_root
+from opteval.evalcore.sandbox.host import ForkServer
 launcher, why = unprivileged_launcher(NOBODY)
 fs = ForkServer(pool_size=1, launcher=launcher)
 fs.start()
@@ -40,7 +40,7 @@ def test_the_unprivileged_fork_server_imports_a_checkout_behind_a_0700_folder(tm
     hidden = Path(tempfile.mkdtemp(dir=hidden_prefix[0] if hidden_prefix else tmp_path, prefix="opteval-clone-"))
     request.addfinalizer(lambda: shutil.rmtree(hidden, ignore_errors=True))
     clone = hidden / "clone"
-    shutil.copytree(REPO / "evalcore", clone / "evalcore", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(REPO / "opteval", clone / "opteval", ignore=shutil.ignore_patterns("__pycache__"))
     for d, _, files in os.walk(clone):  # a clone as git makes it: readable, behind a private parent
         os.chmod(d, 0o755)
         for f in files:

@@ -22,7 +22,7 @@ PULP_LP = (
 )
 PROBE = (
     "import json, sys\n"
-    "from evalcore.sandbox import run_program\n"
+    "from opteval.evalcore.sandbox import run_program\n"
     "r = run_program(sys.argv[1])\n"
     "print(json.dumps({'outcome': r.outcome, 'submission': r.submission, 'contained': r.contained,\n"
     "                  'stderr': r.stderr[-800:], 'note': r.note}))\n"

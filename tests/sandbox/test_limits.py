@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from evalcore.sandbox import ERROR, MEMORY, OK, OUTPUT_LIMIT, TIMEOUT, ForkServer, Limits, SandboxUnavailable
+from opteval.evalcore.sandbox import ERROR, MEMORY, OK, OUTPUT_LIMIT, TIMEOUT, ForkServer, Limits, SandboxUnavailable
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -22,7 +22,7 @@ def run(server, code: str, **limits):
 
 def test_run_program_one_liner_in_a_fresh_process():
     out = subprocess.run(
-        [sys.executable, "-c", "from evalcore.sandbox import run_program; print(run_program('submit(1+1)'))"],
+        [sys.executable, "-c", "from opteval.evalcore.sandbox import run_program; print(run_program('submit(1+1)'))"],
         cwd=REPO, capture_output=True, text=True, timeout=120,
     )
     assert out.returncode == 0, out.stderr

@@ -5,8 +5,8 @@ import signal
 
 import pytest
 
-from evalcore.sandbox import ERROR, KILLED, MEMORY, OK, OUTPUT_LIMIT, TIMEOUT, Limits
-from evalcore.sandbox.forkserver.outcome import KillReason, classify
+from opteval.evalcore.sandbox import ERROR, KILLED, MEMORY, OK, OUTPUT_LIMIT, TIMEOUT, Limits
+from opteval.evalcore.sandbox.forkserver.outcome import KillReason, classify
 
 LIM = Limits(wall_s=2, cpu_s=3, memory_mb=512, output_bytes=100, file_mb=1)
 

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from evalcore.sandbox import ForkServer, Limits
-from evalcore.sandbox.host import SandboxUnavailable
+from opteval.evalcore.sandbox import ForkServer, Limits
+from opteval.evalcore.sandbox.host import SandboxUnavailable
 
 WAIT_S = 60.0  # generous: the shared CI/dev machine can be heavily loaded
 

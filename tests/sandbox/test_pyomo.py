@@ -8,9 +8,9 @@ import textwrap
 
 import pytest
 
-from evalcore.data import pyomo_reference_program
-from evalcore.extraction import extract_submission
-from evalcore.solvers import KNOWN, preimport_modules, prompt_list
+from opteval.evalcore.data import pyomo_reference_program
+from opteval.evalcore.extraction import extract_submission
+from opteval.evalcore.solvers import KNOWN, preimport_modules, prompt_list
 
 MODEL = """
 from pyomo.environ import *

@@ -6,8 +6,8 @@ import time
 import uuid
 from pathlib import Path
 
-from evalcore.harnesses.base import Executor
-from evalcore.sandbox import ERROR, KILLED, MEMORY, OK, Limits, LocalExecutor
+from opteval.evalcore.harnesses.base import Executor
+from opteval.evalcore.sandbox import ERROR, KILLED, MEMORY, OK, Limits, LocalExecutor
 
 from .conftest import host_pids_with, wait_gone
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import textwrap
 
-from evalcore.sandbox import OK
+from opteval.evalcore.sandbox import OK
 
 
 def run(server, code: str):
@@ -113,6 +113,6 @@ def test_highspy_and_scipy_are_captured(server):
     assert libs == ["highspy", "scipy.linprog", "scipy.milp"]
     h, lp, mi = r.models
     assert (h["sense"], h["n_vars"], h["n_constraints"], h["objective"]) == ("max", 2, 1, 10.0)
-    # scipy always minimizes: the problem's sense is left to the submission (evalcore.selection)
+    # scipy always minimizes: the problem's sense is left to the submission (opteval.evalcore.selection)
     assert (lp["sense"], lp["solver_sense"], lp["n_continuous"], lp["objective"]) == (None, "min", 2, -10.0)
     assert (mi["n_binary"], mi["n_integer"], mi["n_continuous"], mi["n_constraints"]) == (1, 1, 1, 2)

@@ -12,8 +12,8 @@ import json
 import pandas as pd
 import pytest
 
-from evalcore.sandbox import ForkServer, Limits
-from evalcore.sandbox.asuser import unprivileged_launcher
+from opteval.evalcore.sandbox import ForkServer, Limits
+from opteval.evalcore.sandbox.asuser import unprivileged_launcher
 
 
 def _denied() -> list[str]:
@@ -24,7 +24,7 @@ def _denied() -> list[str]:
 
 
 def test_config_key_defaults_to_refusal_and_is_operational():
-    from sweepcore.config import item_fingerprint, load_config, resolved, sweep_fingerprint
+    from opteval.sweepcore.config import item_fingerprint, load_config, resolved, sweep_fingerprint
 
     off = load_config([])
     on = load_config(["limits.allow_uncontained=true"])
@@ -41,8 +41,8 @@ def test_config_key_defaults_to_refusal_and_is_operational():
 
 def _actor(monkeypatch, allow: bool):
     """The executor actor's own class, outside Ray, on a node that cannot contain."""
-    import evalcore.sandbox as sandbox
-    from cluster.actors.executors import ExecutorActor
+    import opteval.evalcore.sandbox as sandbox
+    from opteval.cluster.actors.executors import ExecutorActor
 
     monkeypatch.setattr(sandbox, "ForkServer", functools.partial(ForkServer, pool_size=1, launcher=_denied()))
     cls = ExecutorActor.__ray_metadata__.modified_class  # type: ignore[attr-defined]  # set by @ray.remote
@@ -70,7 +70,7 @@ def test_executor_allowed_uncontained_marks_every_result(monkeypatch):
 
 
 def test_report_counts_uncontained_runs():
-    from evalcore.reporting.report import uncontained_runs
+    from opteval.evalcore.reporting.report import uncontained_runs
 
     df = pd.DataFrame({"execs": [json.dumps([{"outcome": "ok", "contained": True}]),
                                  json.dumps([{"outcome": "ok", "contained": False},

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from evalcore.sandbox import OK, ForkServer, Limits, SandboxUnavailable
-from evalcore.sandbox.asuser import unprivileged_launcher
-from evalcore.sandbox.forkserver.isolation import throwaway_uid_range
+from opteval.evalcore.sandbox import OK, ForkServer, Limits, SandboxUnavailable
+from opteval.evalcore.sandbox.asuser import unprivileged_launcher
+from opteval.evalcore.sandbox.forkserver.isolation import throwaway_uid_range
 
 FULL = "0 0 4294967295\n"
 DEFAULT = (1_000_000, 2_000_000_000)

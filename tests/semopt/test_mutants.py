@@ -1,4 +1,4 @@
-"""evalcore.mutation + jobs/mutants.py: hard negatives that run and change the answer."""
+"""opteval.evalcore.mutation + jobs/mutants.py: hard negatives that run and change the answer."""
 from __future__ import annotations
 
 import json
@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from evalcore.data import load_sample_rows, reference_program
-from evalcore.grading import grade
-from evalcore.mutation import MUTATION_OPS, apply_operator
-from evalcore.sandbox import run_program
+from opteval.evalcore.data import load_sample_rows, reference_program
+from opteval.evalcore.grading import grade
+from opteval.evalcore.mutation import MUTATION_OPS, apply_operator
+from opteval.evalcore.sandbox import run_program
 
 REPO = Path(__file__).resolve().parents[2]
 IDS = ("sample-0001", "sample-0002")  # a continuous LP and an integer program of the sample benchmark

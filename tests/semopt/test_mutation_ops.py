@@ -1,4 +1,4 @@
-"""Every mutation operator of SemOPT's Table 9 (evalcore.mutation) on programs of the embedded
+"""Every mutation operator of SemOPT's Table 9 (opteval.evalcore.mutation) on programs of the embedded
 sample benchmark and small ones written here: the mutant differs from the original where the
 operator says, still runs in the real sandbox and submits a number, and that number differs from
 the original's -- except where the mathematics says it must not (a bound that does not bind)."""
@@ -8,10 +8,10 @@ import random
 
 import pytest
 
-from evalcore.data import reference_program
-from evalcore.grading import grade
-from evalcore.mutation import MUTATION_OPS, SIM_MUTATION_OPS, TABLE9_ADDED_OPS, apply_operator
-from evalcore.sandbox import run_program
+from opteval.evalcore.data import reference_program
+from opteval.evalcore.grading import grade
+from opteval.evalcore.mutation import MUTATION_OPS, SIM_MUTATION_OPS, TABLE9_ADDED_OPS, apply_operator
+from opteval.evalcore.sandbox import run_program
 
 BOUNDED = """import pulp
 prob = pulp.LpProblem("t", pulp.LpMaximize)

@@ -1,4 +1,4 @@
-"""configs/methods/semopt*.yaml load through sweepcore.config, and bad params fail at load."""
+"""configs/methods/semopt*.yaml load through opteval.sweepcore.config, and bad params fail at load."""
 from __future__ import annotations
 
 import shutil
@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from evalcore.harnesses.semopt import SemOptParams
-from sweepcore import config as cconf
+from opteval.evalcore.harnesses.semopt import SemOptParams
+from opteval.sweepcore import config as cconf
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from evalcore.harnesses import Budgets, HarnessContext, get_harness
-from evalcore.harnesses.semopt import Candidate, Node, SemOptParams, parse_score, pick_answer, uct
-from evalcore.models.base import CallMeta, Completion, Sampling, Usage
-from evalcore.problems import ProblemSpec
+from opteval.evalcore.harnesses import Budgets, HarnessContext, get_harness
+from opteval.evalcore.harnesses.semopt import Candidate, Node, SemOptParams, parse_score, pick_answer, uct
+from opteval.evalcore.models.base import CallMeta, Completion, Sampling, Usage
+from opteval.evalcore.problems import ProblemSpec
 
 PROBLEM = ProblemSpec(id="p1", benchmark="unit", question="Choose x to maximize 3x subject to x <= 4.")
 FENCE = re.compile(r"```python\n(.*?)```", re.S)
@@ -146,7 +146,7 @@ def test_budget_ends_the_search_but_keeps_the_best_answer(local_executor):
 
 def test_llm_critic_can_be_another_model(local_executor, monkeypatch):
     generator, judge = ScriptedModel(critic=lambda code: 0.0), ScriptedModel(critic=lambda code: 0.9)
-    import evalcore.models as models
+    import opteval.evalcore.models as models
 
     original = models.make_model
     monkeypatch.setattr(models, "make_model", lambda cfg: judge if cfg.get("name") == "judge" else original(cfg))

@@ -25,11 +25,11 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from evalcore.grading import grade, submission_fields
-from evalcore.problems import AnswerKey
-from evalcore.records import empty_table
-from evalcore.reporting import build_report
-from evalcore.reporting.semopt_tables import auc, f1
+from opteval.evalcore.grading import grade, submission_fields
+from opteval.evalcore.problems import AnswerKey
+from opteval.evalcore.records import empty_table
+from opteval.evalcore.reporting import build_report
+from opteval.evalcore.reporting.semopt_tables import auc, f1
 
 KEY = {"U": AnswerKey("U", {"p1": 7.0, "p2": 5.0, "p3": 3.0})}
 PLANNED = {("M", m, "U"): 3 for m in ("semopt", "semopt_rm", "direct")}

@@ -1,4 +1,4 @@
-"""evalcore.reporting.semopt on trajectories the real harness produced.
+"""opteval.evalcore.reporting.semopt on trajectories the real harness produced.
 
 Answer key: p1 = 7, p2 = 5; plan: p1, p2 x samples 0, 1. The scripted generator (tests'
 ScriptedModel) always starts with ``submit(7)``:
@@ -17,13 +17,13 @@ import re
 import pandas as pd
 import pytest
 
-from evalcore.grading import grade, submission_fields
-from evalcore.harnesses import Budgets, HarnessContext, get_harness
-from evalcore.models.base import Sampling
-from evalcore.problems import AnswerKey, ProblemSpec
-from evalcore.reporting.frame import prepare
-from evalcore.reporting.semopt import main as report_main
-from evalcore.reporting.semopt import semopt_report
+from opteval.evalcore.grading import grade, submission_fields
+from opteval.evalcore.harnesses import Budgets, HarnessContext, get_harness
+from opteval.evalcore.models.base import Sampling
+from opteval.evalcore.problems import AnswerKey, ProblemSpec
+from opteval.evalcore.reporting.frame import prepare
+from opteval.evalcore.reporting.semopt import main as report_main
+from opteval.evalcore.reporting.semopt import semopt_report
 from tests.semopt.test_semopt_harness import ScriptedModel
 
 KEY = AnswerKey("U", {"p1": 7.0, "p2": 5.0})

@@ -33,9 +33,9 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from evalcore.models.base import CallMeta, Sampling
-from evalcore.models.openai_backend import HARNESS_HEADER, STAGE_HEADER
-from evalcore.sim.policy import SimulatedModel, content_text, count_tokens
+from opteval.evalcore.models.base import CallMeta, Sampling
+from opteval.evalcore.models.openai_backend import HARNESS_HEADER, STAGE_HEADER
+from opteval.evalcore.sim.policy import SimulatedModel, content_text, count_tokens
 
 
 def vllm_max_tokens_text(max_tokens: int, max_model_len: int) -> str:

@@ -15,15 +15,15 @@ from typing import Any
 import pytest
 from omegaconf import OmegaConf
 
-from cluster.serve import llm_serving as ls
-from cluster.serve.deployers import DEPLOYERS
-from evalcore.models import make_model
-from evalcore.models.clients import ReplaySection
-from evalcore.models.openai_backend import OpenAIChatModel, OpenAISection
-from evalcore.sim.policy import SimulatedModel
-from sweepcore.backends import BACKENDS, STANDIN, backend_of
-from sweepcore.backends.sim_config import SIM_MODEL_KEYS, sim_keys
-from sweepcore.config import (
+from opteval.cluster.serve import llm_serving as ls
+from opteval.cluster.serve.deployers import DEPLOYERS
+from opteval.evalcore.models import make_model
+from opteval.evalcore.models.clients import ReplaySection
+from opteval.evalcore.models.openai_backend import OpenAIChatModel, OpenAISection
+from opteval.evalcore.sim.policy import SimulatedModel
+from opteval.sweepcore.backends import BACKENDS, STANDIN, backend_of
+from opteval.sweepcore.backends.sim_config import SIM_MODEL_KEYS, sim_keys
+from opteval.sweepcore.config import (
     ModelConfig,
     ModelSamplingOverrides,
     ServingSection,
@@ -32,7 +32,7 @@ from sweepcore.config import (
     flat_backend_config,
     model_config,
 )
-from sweepcore.placement import placement
+from opteval.sweepcore.placement import placement
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -180,7 +180,7 @@ def test_the_code_reads_no_model_key_outside_the_schema():
 
 def test_no_backend_branch_outside_the_registry():
     pattern = re.compile(r"backend *(==|!=|in )|\.get\(.backend.\)|\.backend\)? *(==|!=)")
-    tops = ("sweepcore", "cluster", "jobs", "evalcore")
+    tops = ("opteval",)
     hits = [f"{p.relative_to(ROOT)}:{i}" for top in tops for p in (ROOT / top).rglob("*.py")
             if "backends" not in p.parts for i, line in enumerate(p.read_text().splitlines(), 1)
             if pattern.search(line)]

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from sweepcore import batch_size as bs
+from opteval.sweepcore import batch_size as bs
 
 
 @pytest.mark.parametrize("path", bs.vllm_model_files(), ids=lambda p: p.stem)
@@ -12,7 +12,7 @@ def test_yaml_batch_sizes_are_the_rules(path):
     cfg = yaml.safe_load(path.read_text())
     derived = bs.derive(cfg)
     assert bs.configured(cfg) == (derived.max_num_seqs, derived.max_ongoing_requests), (
-        f"{path.name}: run python -m sweepcore.batch_size --write")
+        f"{path.name}: run python -m opteval.sweepcore.batch_size --write")
     auto = cfg["vllm"]["deployment"]["autoscaling_config"]
     assert auto["target_ongoing_requests"] == derived.target_ongoing_requests
 

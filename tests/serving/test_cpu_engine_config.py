@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from cluster.runtime import EXECUTOR_RESOURCE, executor_slots
-from cluster.serve import llm_serving as ls
-from cluster.serve.serve_apps import ModelNotReady, engine_error, last_exception
-from evalcore.models import builds
-from sweepcore import placement as pl
-from sweepcore.config import ConfigError, ServingSection, as_plain, load_config, model_config
+from opteval.cluster.runtime import EXECUTOR_RESOURCE, executor_slots
+from opteval.cluster.serve import llm_serving as ls
+from opteval.cluster.serve.serve_apps import ModelNotReady, engine_error, last_exception
+from opteval.evalcore.models import builds
+from opteval.sweepcore import placement as pl
+from opteval.sweepcore.config import ConfigError, ServingSection, as_plain, load_config, model_config
 
 MODEL = "smollm2-135m-cpu"
 
@@ -41,7 +41,7 @@ def test_the_cpu_model_asks_for_cpus_only_with_its_engine_settings():
 
 
 def test_the_model_source_follows_opteval_cache(monkeypatch, tmp_path):
-    from sweepcore.config import entities
+    from opteval.sweepcore.config import entities
 
     monkeypatch.setenv("OPTEVAL_CACHE", str(tmp_path))
     monkeypatch.setattr(entities, "_CACHE", {})  # the model YAML is read again under the new variable
@@ -86,7 +86,7 @@ def test_executors_leave_the_cpu_engine_its_cpus():
 
 
 def test_the_sweep_reserves_the_cpu_models_cpus():
-    from cluster.driver.run import cpu_serving
+    from opteval.cluster.driver.run import cpu_serving
 
     cfg = load_config([f"models=[{MODEL}]", "serving.ingress_cpus=0.5"])
     assert cpu_serving(cfg) == 1.5
@@ -124,8 +124,8 @@ def test_a_failed_deploy_names_the_engines_own_error_from_the_replica_log(tmp_pa
 
 
 def test_a_failed_deploy_ends_the_sweep_with_one_line_and_exit_2(monkeypatch, capsys, tmp_path):
-    import cluster.driver as driver
-    from jobs import sweep
+    import opteval.cluster.driver as driver
+    from opteval.jobs import sweep
 
     def failed(cfg):
         raise ModelNotReady("model(s) ['m'] failed to deploy in Serve app 'opteval-llm-m': ValueError: no KV room",
@@ -155,7 +155,7 @@ def test_a_model_build_is_verified_file_by_file(tmp_path, monkeypatch):
 
 
 def test_opteval_models_list_and_verify(tmp_path, monkeypatch, capsys):
-    from jobs import models
+    from opteval.jobs import models
 
     monkeypatch.setenv("OPTEVAL_CACHE", str(tmp_path))
     assert models.main(["list"]) == 0
@@ -167,7 +167,7 @@ def test_opteval_models_list_and_verify(tmp_path, monkeypatch, capsys):
 def test_building_without_the_tools_says_what_to_install(tmp_path, monkeypatch, capsys):
     import importlib.util
 
-    from jobs import models
+    from opteval.jobs import models
 
     if importlib.util.find_spec("torch") is not None:
         pytest.skip("torch is installed here: the build would run (the vllm tier builds it)")
@@ -180,7 +180,7 @@ def test_building_without_the_tools_says_what_to_install(tmp_path, monkeypatch, 
 
 def test_a_two_core_machine_shrinks_the_ingress_to_leave_one_executor(capsys):
     """Issue 41: the model's bundle (1 CPU) and a 1-CPU ingress took both cores of a laptop."""
-    from cluster.driver.run import executor_count, fit_ingress
+    from opteval.cluster.driver.run import executor_count, fit_ingress
 
     cfg = load_config([f"models=[{MODEL}]"])
     laptop = [{"CPU": 2.0, EXECUTOR_RESOURCE: 2.0}]
@@ -192,7 +192,7 @@ def test_a_two_core_machine_shrinks_the_ingress_to_leave_one_executor(capsys):
     assert fit_ingress(cfg, None, roomy) is cfg and capsys.readouterr().out == ""  # an executor fits already
     one_core = [{"CPU": 1.0, EXECUTOR_RESOURCE: 1.0}]
     assert fit_ingress(cfg, None, one_core) is cfg  # nothing to gain: the error below names the cause
-    import cluster.driver.run as run
+    import opteval.cluster.driver.run as run
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(run, "node_resources", lambda: one_core)
@@ -202,6 +202,6 @@ def test_a_two_core_machine_shrinks_the_ingress_to_leave_one_executor(capsys):
 
 
 def cpu_serving_of(cfg):
-    from cluster.driver.run import cpu_serving
+    from opteval.cluster.driver.run import cpu_serving
 
     return cpu_serving(cfg)

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from cluster.serve import llm_serving as ls
-from cluster.serve import vllm_args
-from sweepcore.config import as_plain, configs_dir, model_config
+from opteval.cluster.serve import llm_serving as ls
+from opteval.cluster.serve import vllm_args
+from opteval.sweepcore.config import as_plain, configs_dir, model_config
 
 
 def _m(name: str) -> dict:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from sweepcore.config import ConfigError, item_fingerprint, load_config, model_config, resolved
+from opteval.sweepcore.config import ConfigError, item_fingerprint, load_config, model_config, resolved
 
 URL = "http://127.0.0.1:9/v1"
 

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from cluster.serve import llm_serving as ls
-from sweepcore.config import ServingSection, as_plain, model_config
+from opteval.cluster.serve import llm_serving as ls
+from opteval.sweepcore.config import ServingSection, as_plain, model_config
 
 REPO = Path(__file__).resolve().parents[2]
 QWEN = ["Qwen3-0.6B", "Qwen3-1.7B", "Qwen3-4B", "Qwen3-8B", "Qwen3-14B", "Qwen3.5-0.8B", "Qwen3.5-2B",
@@ -164,7 +164,7 @@ def test_build_app_uses_ray_serve_llm_or_names_the_gpu_extra(monkeypatch):
     was_up = ray.is_initialized()
     models = [_cfg("Qwen3-0.6B"), _cfg("Qwen3.5-0.8B")]
     if not HAVE_VLLM:
-        from sweepcore.vllm_env import install_hint  # the hint for this machine: GPU extra or CPU build
+        from opteval.sweepcore.vllm_env import install_hint  # the hint for this machine: GPU extra or CPU build
 
         with pytest.raises(ls.VLLMNotInstalled) as err:
             ls.build_llm_app(models, ServingSection(prefix_cache_routing=True))

@@ -1,5 +1,5 @@
 """Each serving module imports alone, and no import path (lazy imports included) leads from
-``cluster.serve.llm_serving`` back to ``cluster.serve.serving``; ``Endpoint`` lives in a leaf module."""
+``opteval.cluster.serve.llm_serving`` back to ``opteval.cluster.serve.serving``; ``Endpoint`` lives in a leaf module."""
 from __future__ import annotations
 
 import ast
@@ -11,13 +11,14 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-MODULES = ["sweepcore.endpoint", "cluster.serve.serve_apps", "cluster.serve.sim_serving", "cluster.serve.serving",
-           "cluster.serve.llm_serving", "sweepcore.backends", "sweepcore.config"]
+MODULES = ["opteval.sweepcore.endpoint", "opteval.cluster.serve.serve_apps", "opteval.cluster.serve.sim_serving",
+           "opteval.cluster.serve.serving", "opteval.cluster.serve.llm_serving", "opteval.sweepcore.backends",
+           "opteval.sweepcore.config"]
 
 
 def _loaded_after_import(module: str) -> set[str]:
     code = ("import importlib, json, sys; importlib.import_module(sys.argv[1]); "
-            "print(json.dumps(sorted(m for m in sys.modules if m.startswith(('cluster', 'sweepcore', 'ray')))))")
+            "print(json.dumps(sorted(m for m in sys.modules if m.startswith(('opteval.cluster', 'opteval.sweepcore', 'ray')))))")
     out = subprocess.run([sys.executable, "-c", code, module], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
     return set(json.loads(out.stdout.strip().splitlines()[-1]))
@@ -27,28 +28,30 @@ def _loaded_after_import(module: str) -> set[str]:
 def test_module_imports_alone(module):
     loaded = _loaded_after_import(module)
     assert module in loaded
-    if module == "cluster.serve.llm_serving":
-        assert "cluster.serve.serving" not in loaded
-    if module in ("sweepcore.endpoint", "sweepcore.backends", "sweepcore.config"):  # plan_only runs never import Ray
+    if module == "opteval.cluster.serve.llm_serving":
+        assert "opteval.cluster.serve.serving" not in loaded
+    # plan_only runs never import Ray
+    if module in ("opteval.sweepcore.endpoint", "opteval.sweepcore.backends", "opteval.sweepcore.config"):
         assert not any(m == "ray" or m.startswith("ray.") for m in loaded), sorted(loaded)
-        assert not {"cluster.serve.serving", "cluster.serve.llm_serving", "cluster.serve.sim_serving"} & loaded
+        serving = {"opteval.cluster.serve.serving", "opteval.cluster.serve.llm_serving", "opteval.cluster.serve.sim_serving"}
+        assert not serving & loaded
 
 
 def _imports(path: Path) -> set[str]:
-    """Every cluster or sweepcore module ``path`` imports, at the top or inside a function."""
+    """Every cluster or opteval.sweepcore module ``path`` imports, at the top or inside a function."""
     out: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith(("cluster", "sweepcore")):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith(("opteval.cluster", "opteval.sweepcore")):
             out.add(node.module)
             out |= {f"{node.module}.{a.name}" for a in node.names}
         elif isinstance(node, ast.Import):
-            out |= {a.name for a in node.names if a.name.startswith(("cluster", "sweepcore"))}
+            out |= {a.name for a in node.names if a.name.startswith(("opteval.cluster", "opteval.sweepcore"))}
     return out
 
 
 def _graph() -> dict[str, set[str]]:
     mods = {}
-    for p in [*(ROOT / "cluster").rglob("*.py"), *(ROOT / "sweepcore").rglob("*.py")]:
+    for p in [*(ROOT / "opteval" / "cluster").rglob("*.py"), *(ROOT / "opteval" / "sweepcore").rglob("*.py")]:
         parts = p.relative_to(ROOT).with_suffix("").parts
         name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
         mods[name] = p
@@ -70,7 +73,8 @@ def _reaches(graph: dict[str, set[str]], start: str, goal: str) -> list[str] | N
 
 def test_no_import_path_from_llm_serving_back_to_serving():
     graph = _graph()
-    assert "cluster.serve.fleet" in graph["cluster.driver.run"]  # the walk sees lazy imports (run.py's is in a function)
-    assert _reaches(graph, "cluster.serve.llm_serving", "cluster.serve.serving") is None, \
-        _reaches(graph, "cluster.serve.llm_serving", "cluster.serve.serving")
-    assert graph["sweepcore.endpoint"] == set()  # the leaf: Endpoint imports no cluster or sweepcore module
+    # the walk sees lazy imports (run.py's is in a function)
+    assert "opteval.cluster.serve.fleet" in graph["opteval.cluster.driver.run"]
+    assert _reaches(graph, "opteval.cluster.serve.llm_serving", "opteval.cluster.serve.serving") is None, \
+        _reaches(graph, "opteval.cluster.serve.llm_serving", "opteval.cluster.serve.serving")
+    assert graph["opteval.sweepcore.endpoint"] == set()  # the leaf: Endpoint imports no cluster or opteval.sweepcore module

@@ -7,9 +7,9 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from evalcore.problems import REGISTRY, load_benchmark
-from sweepcore.config import load_config
-from sweepcore.plan import expand_plan
+from opteval.evalcore.problems import REGISTRY, load_benchmark
+from opteval.sweepcore.config import load_config
+from opteval.sweepcore.plan import expand_plan
 
 REPO = Path(__file__).resolve().parents[2]
 PAPER = REPO / "configs" / "sweeps" / "paper.yaml"

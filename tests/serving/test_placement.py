@@ -7,9 +7,9 @@ import copy
 
 import pytest
 
-from cluster.runtime import EXECUTOR_RESOURCE, executor_slots
-from cluster.serve import llm_serving as ls
-from sweepcore.config import ServingSection, as_plain, model_config
+from opteval.cluster.runtime import EXECUTOR_RESOURCE, executor_slots
+from opteval.cluster.serve import llm_serving as ls
+from opteval.sweepcore.config import ServingSection, as_plain, model_config
 
 
 def _m(name: str) -> dict:
@@ -69,7 +69,7 @@ def test_ingress_gets_its_cpus_and_a_timeout_above_the_per_call_one():
 
 
 def test_a_replica_is_refused_only_when_no_node_or_node_type_could_hold_it():
-    from cluster.serve.capacity import can_ever_place, describe_need, elapsed, replica_request
+    from opteval.cluster.serve.capacity import can_ever_place, describe_need, elapsed, replica_request
 
     cpu_head = {"CPU": 2.0, EXECUTOR_RESOURCE: 2.0}
     gpu_group = {"CPU": 8.0, "GPU": 4.0, "accelerator_type:H200": 1.0}  # an autoscaler node type, 0 nodes now

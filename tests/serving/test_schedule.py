@@ -1,8 +1,8 @@
-"""The continuous GPU schedule (cluster.driver.schedule), which replaced stage packing
+"""The continuous GPU schedule (opteval.cluster.driver.schedule), which replaced stage packing
 (``pack_stages``/``run_stages``): models flow onto freed GPUs, largest remaining work first,
 placement checked by the real rules, every model torn down the moment it is done.
 
-A fake fleet (placement through ``sweepcore.placement.plan_placement`` on node dicts) and a
+A fake fleet (placement through ``opteval.sweepcore.placement.plan_placement`` on node dicts) and a
 ``run_model`` that sleeps in proportion to a model's items: no Ray, a fraction of a second."""
 from __future__ import annotations
 
@@ -11,12 +11,12 @@ import copy
 
 import pytest
 
-from cluster.driver.admission import Admission
-from cluster.driver.schedule import GpuQueue, ModelWork, model_works, run_schedule
-from cluster.runtime import PlacementError
-from cluster.serve import llm_serving as ls
-from sweepcore.config import ServingSection, as_plain, model_config
-from sweepcore.placement import placement, plan_placement, stage_gpus, with_replicas
+from opteval.cluster.driver.admission import Admission
+from opteval.cluster.driver.schedule import GpuQueue, ModelWork, model_works, run_schedule
+from opteval.cluster.runtime import PlacementError
+from opteval.cluster.serve import llm_serving as ls
+from opteval.sweepcore.config import ServingSection, as_plain, model_config
+from opteval.sweepcore.placement import placement, plan_placement, stage_gpus, with_replicas
 
 
 def _m(name: str, min_replicas: int | None = None) -> dict:

@@ -7,15 +7,15 @@ import re
 from dataclasses import fields
 from pathlib import Path
 
-from sweepcore.config import ServingSection, VllmSection
-from sweepcore.placement import _VLLM_KEYS
+from opteval.sweepcore.config import ServingSection, VllmSection
+from opteval.sweepcore.placement import _VLLM_KEYS
 
 ROOT = Path(__file__).resolve().parents[2]
 FILES = ["cluster/serve/llm_serving.py", "cluster/serve/serving.py", "cluster/serve/sim_serving.py",
          "cluster/serve/serve_apps.py", "cluster/serve/deployers.py", "cluster/serve/fleet.py",
          "sweepcore/endpoint.py", "sweepcore/placement.py", "jobs/serve.py",
          *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "cluster" / "driver").glob("*.py")),
-         *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "sweepcore" / "backends").glob("*.py"))]
+         *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "opteval" / "sweepcore" / "backends").glob("*.py"))]
 
 
 def test_serving_keys_read_by_the_code_are_in_the_schema():

@@ -37,7 +37,7 @@ def test_external_openai_endpoint_is_printed_without_ray(tmp_path):
 def test_vllm_model_without_vllm_names_the_gpu_extra(tmp_path):
     if importlib.util.find_spec("vllm") is not None:
         # with vLLM installed the command would load weights; the GPU test covers that path
-        from cluster.serve.llm_serving import require_vllm
+        from opteval.cluster.serve.llm_serving import require_vllm
 
         require_vllm()
         return
@@ -51,7 +51,7 @@ def test_vllm_model_without_vllm_names_the_gpu_extra(tmp_path):
 
 def test_hold_switch_is_parsed():
     sys.path.insert(0, str(REPO))
-    from jobs.serve import split_args
+    from opteval.jobs.serve import split_args
 
     assert split_args(["models=[a]", "hold=false"]) == (["models=[a]"], False)
     assert split_args(["models=[a]"]) == (["models=[a]"], True)

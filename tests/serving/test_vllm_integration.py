@@ -15,8 +15,8 @@ import subprocess
 
 import pytest
 
-from cluster.serve import llm_serving as ls
-from sweepcore.config import ServingSection, as_plain, model_config
+from opteval.cluster.serve import llm_serving as ls
+from opteval.sweepcore.config import ServingSection, as_plain, model_config
 
 
 def _vllm_reason() -> str | None:
@@ -38,7 +38,7 @@ def _has_gpu() -> bool:
 def _model() -> tuple[dict, bool]:
     """(model config, whether the model reports reasoning-style prompt details) for this machine."""
     if not _has_gpu():
-        from evalcore.models import builds
+        from opteval.evalcore.models import builds
 
         builds.build("smollm2")
         return copy.deepcopy(as_plain(model_config("smollm2-135m-cpu"))), False

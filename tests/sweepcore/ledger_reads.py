@@ -5,7 +5,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from sweepcore.ledger import Ledger
+from opteval.sweepcore.ledger import Ledger
 
 
 def manifest_of(led: Ledger) -> dict[str, Any]:

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from sweepcore import config as C
-from sweepcore.config import ConfigError, load_config
+from opteval.sweepcore import config as C
+from opteval.sweepcore.config import ConfigError, load_config
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -27,9 +27,9 @@ def test_documented_yaml_equals_the_dataclass_defaults():
 def test_loaded_config_is_frozen_and_typed():
     import dataclasses
 
-    from evalcore.harnesses.base import Budgets
-    from evalcore.models.base import Sampling
-    from evalcore.sandbox.types import Limits
+    from opteval.evalcore.harnesses.base import Budgets
+    from opteval.evalcore.models.base import Sampling
+    from opteval.evalcore.sandbox.types import Limits
 
     cfg = load_config(["limits.wall_s=7", "budgets.max_calls=5", "sampling.top_k=-1"])
     assert isinstance(cfg, C.SweepConfig)
@@ -139,7 +139,7 @@ def test_fingerprint_ignores_operational_keys():
 
 
 def test_backend_config_builds_a_simulated_model():
-    from evalcore.models import make_model
+    from opteval.evalcore.models import make_model
 
     bc = C.backend_config("sim-fast")
     assert bc["backend"] == "simulated" and bc["ttft_s"] == 0.0 and "p_correct" in bc["skill"]

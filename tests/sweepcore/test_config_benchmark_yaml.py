@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from evalcore import problems as P
-from sweepcore import config as C
-from sweepcore.config import ConfigError, load_config
+from opteval.evalcore import problems as P
+from opteval.sweepcore import config as C
+from opteval.sweepcore.config import ConfigError, load_config
 
 REPO = Path(__file__).resolve().parents[2]
 ROWS = [{"id": f"mine-{i}", "question": f"Maximize {i + 2} x subject to x <= {i + 1} and x >= 0.",

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-import sweepcore.config.fingerprints as config  # where the fingerprints look harness_versions up
-from sweepcore.config import item_fingerprint, load_config, sweep_fingerprint
+import opteval.sweepcore.config.fingerprints as config  # where the fingerprints look harness_versions up
+from opteval.sweepcore.config import item_fingerprint, load_config, sweep_fingerprint
 
 # The GPU sweeps' values moved once, on purpose: their model YAMLs' batch sizes were derived from
 # KV memory (sweepcore/batch_size.py), and a model config is hashed whole. The default sweep's did not.

@@ -5,8 +5,8 @@ The first half walks the :class:`SweepConfig` dataclass tree and looks, in the s
 read of each leaf through its section: ``<...>.<section>.<field>``, a name bound to the section
 (``c = prep.cfg.cluster`` then ``c.retries``, or a parameter annotated with the section's type)
 or ``<section>.get("field")``. ``sweepcore/config/`` counts only in its derived-value functions
-(validation is not a use). The ``sampling``/``budgets``/``limits`` sections are evalcore's types,
-so evalcore's reads count for them.
+(validation is not a use). The ``sampling``/``budgets``/``limits`` sections are opteval.evalcore's types,
+so opteval.evalcore's reads count for them.
 """
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from sweepcore import config as C
+from opteval.sweepcore import config as C
 
 REPO = Path(__file__).resolve().parents[2]
 # validation, loading and plumbing in sweepcore/config/: reading a key there is not using it
@@ -97,7 +97,7 @@ def _scan(paths: list[Path]) -> set[tuple[str, str]]:
     found: set[tuple[str, str]] = set()
     for path in paths:
         tree = ast.parse(path.read_text())
-        if path.parent == REPO / "sweepcore" / "config":
+        if path.parent == REPO / "opteval" / "sweepcore" / "config":
             for fn in [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name not in NOT_A_USE]:
                 found |= _reads(fn)
         else:
@@ -110,8 +110,8 @@ def _py(*dirs: str) -> list[Path]:
 
 
 def test_every_schema_key_is_read_somewhere():
-    in_driver = _scan(_py("sweepcore", "cluster", "jobs"))
-    in_evalcore = _scan(_py("evalcore"))
+    in_driver = _scan(_py("opteval/sweepcore", "opteval/cluster", "opteval/jobs"))
+    in_evalcore = _scan(_py("opteval/evalcore"))
     for (section, key), (path, text) in READ_ELSEWHERE.items():
         assert text in (REPO / path).read_text(), f"{section}.{key} is no longer read in {path}"
     unread = [f"{s}.{k}" if s != TOP else k for s, k in _leaves()
@@ -130,8 +130,8 @@ def test_the_scan_sees_a_read_and_misses_a_non_read():
 def test_method_overrides_name_fields_of_what_they_override():
     """The overlay applies a method's overrides by field name: a misnamed override field would
     be accepted and do nothing."""
-    from evalcore.harnesses.base import Budgets
-    from evalcore.sandbox.types import Limits
+    from opteval.evalcore.harnesses.base import Budgets
+    from opteval.evalcore.sandbox.types import Limits
 
     assert {f.name for f in fields(C.MethodBudgetOverrides)} <= {f.name for f in fields(Budgets)}
     assert {f.name for f in fields(C.MethodLimitsOverrides)} <= {f.name for f in fields(Limits)}
@@ -141,7 +141,7 @@ def test_mypy_rejects_a_key_the_schema_does_not_have(tmp_path):
     api = pytest.importorskip("mypy.api", reason="mypy is not installed (the lint tool .ci/run uses)")
     snippet = tmp_path / "reads.py"
     snippet.write_text(
-        "from sweepcore.config import SweepConfig\n\n"
+        "from opteval.sweepcore.config import SweepConfig\n\n"
         "def ok(cfg: SweepConfig) -> float:\n    return cfg.cluster.retry_backoff_s + cfg.limits.wall_s\n\n"
         "def typo(cfg: SweepConfig) -> object:\n    return cfg.cluster.retry_backof_s\n\n"
         "def unknown(cfg: SweepConfig) -> object:\n    return cfg.sampling.temprature\n")

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from sweepcore.lease import LEASE_FILE, Lease, LocalStore
+from opteval.sweepcore.lease import LEASE_FILE, Lease, LocalStore
 
 pytestmark = pytest.mark.faults
 

@@ -10,9 +10,9 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from evalcore.records import LEDGER_SCHEMA, CallRecord, ExecRecord, Submission, Trajectory
-from sweepcore.config import load_config, resolved, sweep_fingerprint
-from sweepcore.ledger import (
+from opteval.evalcore.records import LEDGER_SCHEMA, CallRecord, ExecRecord, Submission, Trajectory
+from opteval.sweepcore.config import load_config, resolved, sweep_fingerprint
+from opteval.sweepcore.ledger import (
     LEDGER_FORMAT,
     ConfigChangedError,
     DamagedFileError,
@@ -22,7 +22,7 @@ from sweepcore.ledger import (
     error_row,
     trajectory_row,
 )
-from sweepcore.plan import expand_plan, remaining
+from opteval.sweepcore.plan import expand_plan, remaining
 from tests.sweepcore.ledger_reads import manifest_of, plan_of
 
 REPO = Path(__file__).resolve().parents[2]
@@ -255,7 +255,7 @@ def test_readers_read_only_the_columns_and_rows_they_ask_for(tmp_path):
     """Issue 44: a reader that scores never reads the transcripts; scan yields record batches."""
     import pyarrow.compute as pc
 
-    from sweepcore.ledger import DETAIL_COLUMNS, columns_without
+    from opteval.sweepcore.ledger import DETAIL_COLUMNS, columns_without
 
     cfg, res, fp, plan = _setup(tmp_path)
     led = Ledger.open(str(tmp_path), "demo", res, fp)

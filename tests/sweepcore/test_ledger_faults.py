@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from sweepcore.lease import LEASE_FILE, LeaseHeldError, LeaseLostError
-from sweepcore.ledger import CommitError, DamagedFileError, DuplicateKeyError, Ledger, error_row
+from opteval.sweepcore.lease import LEASE_FILE, LeaseHeldError, LeaseLostError
+from opteval.sweepcore.ledger import CommitError, DamagedFileError, DuplicateKeyError, Ledger, error_row
 from tests.sweepcore.test_ledger import _row, _setup
 
 REPO = Path(__file__).resolve().parents[2]
@@ -115,7 +115,7 @@ def test_two_drivers_racing_leave_exactly_one_writer(tmp_path):
     code = (
         "import sys, time; sys.path.insert(0, {!r})\n"
         "from tests.sweepcore.test_ledger import _setup\n"
-        "from sweepcore.ledger import Ledger\nfrom sweepcore.lease import LeaseHeldError\n"
+        "from opteval.sweepcore.ledger import Ledger\nfrom opteval.sweepcore.lease import LeaseHeldError\n"
         "cfg, res, fp, plan = _setup({!r})\n"
         "t0 = float(sys.argv[1])\n"
         "while time.time() < t0: time.sleep(0.001)\n"
@@ -313,7 +313,7 @@ def test_crash_after_rewrite_before_deletes_resolves_at_open(tmp_path, monkeypat
 def test_committer_keeps_rows_that_finish_while_a_commit_runs_and_stops_on_failure(tmp_path):
     import asyncio
 
-    from cluster.driver.commit import Committer
+    from opteval.cluster.driver.commit import Committer
 
     cfg, res, fp, plan = _setup(tmp_path)
     led = _open(tmp_path, res, fp)
@@ -360,8 +360,8 @@ def test_the_cluster_watch_commits_what_finished_from_its_own_thread(tmp_path):
     import asyncio
     import threading
 
-    from cluster.driver.clusterwatch import Running
-    from cluster.driver.commit import Committer
+    from opteval.cluster.driver.clusterwatch import Running
+    from opteval.cluster.driver.commit import Committer
 
     cfg, res, fp, plan = _setup(tmp_path)
     led = _open(tmp_path, res, fp)

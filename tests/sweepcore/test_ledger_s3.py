@@ -19,10 +19,10 @@ import boto3
 import pytest
 from moto.server import ThreadedMotoServer
 
-from evalcore.records import LEDGER_SCHEMA, CallRecord, ExecRecord, Submission, Trajectory
-from sweepcore.config import load_config, resolved, sweep_fingerprint
-from sweepcore.ledger import ConfigChangedError, DuplicateKeyError, Ledger, error_row, trajectory_row
-from sweepcore.plan import expand_plan, remaining
+from opteval.evalcore.records import LEDGER_SCHEMA, CallRecord, ExecRecord, Submission, Trajectory
+from opteval.sweepcore.config import load_config, resolved, sweep_fingerprint
+from opteval.sweepcore.ledger import ConfigChangedError, DuplicateKeyError, Ledger, error_row, trajectory_row
+from opteval.sweepcore.plan import expand_plan, remaining
 from tests.sweepcore.ledger_reads import manifest_of, plan_of
 
 REPO = Path(__file__).resolve().parents[2]
@@ -216,7 +216,7 @@ def test_s3_crash_before_publish_and_compaction(s3, monkeypatch):
 
 
 def test_plan_only_cli_reads_s3_and_writes_nothing(s3):
-    from cluster.driver.prepare import prepare
+    from opteval.cluster.driver.prepare import prepare
 
     args = [f"sweep.output_dir={URI}", "samples.default=1", "methods=[direct]"]
     prep = prepare(load_config(args))  # writable: manifest + plan
@@ -235,7 +235,7 @@ def test_s3_lease_is_a_conditional_put_refuses_a_second_writer_and_goes_stale(s3
     """The writer lease on S3: If-None-Match to take it, If-Match to beat and to take over."""
     import json as _json
 
-    from sweepcore.lease import LeaseHeldError, LeaseLostError
+    from opteval.sweepcore.lease import LeaseHeldError, LeaseLostError
 
     res, fp, plan = _setup()
     a = Ledger.open(URI, "demo", res, fp, lease_stale_s=30.0)

@@ -1,11 +1,11 @@
-"""Where replicas go, planned without Ray (``sweepcore.placement``): one replica's bundles and
+"""Where replicas go, planned without Ray (``opteval.sweepcore.placement``): one replica's bundles and
 strategy, and first-fit placement of a stage onto node shapes that refuses what cannot fit."""
 from __future__ import annotations
 
 import copy
 
-from sweepcore.config import ServingSection, as_plain, model_config
-from sweepcore.placement import placement, plan_placement
+from opteval.sweepcore.config import ServingSection, as_plain, model_config
+from opteval.sweepcore.placement import placement, plan_placement
 
 
 def _m(name: str) -> dict:

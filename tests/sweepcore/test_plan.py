@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import pytest
 
-from evalcore.records import trajectory_key
-from sweepcore.config import ConfigError, item_fingerprint, load_config
-from sweepcore.plan import Plan, by_model, expand_plan, plan_bench_counts, plan_counts, remaining
+from opteval.evalcore.records import trajectory_key
+from opteval.sweepcore.config import ConfigError, item_fingerprint, load_config
+from opteval.sweepcore.plan import Plan, by_model, expand_plan, plan_bench_counts, plan_counts, remaining
 
 IDS = {"sample": ["s1", "s2", "s3"], "complexor": ["c1", "c2"]}
 
@@ -92,8 +92,8 @@ def test_plan_table_and_summary_match_the_item_by_item_recording(tmp_path):
 
     import pyarrow as pa
 
-    from sweepcore.ledger import PLAN_SCHEMA
-    from sweepcore.ledger.manifest import _sorted_keys_sha256
+    from opteval.sweepcore.ledger import PLAN_SCHEMA
+    from opteval.sweepcore.ledger.manifest import _sorted_keys_sha256
 
     plan = expand_plan(_cfg(), IDS)
     items = list(plan)

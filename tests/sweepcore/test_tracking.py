@@ -6,11 +6,11 @@ import socket
 import pyarrow.parquet as pq
 import pytest
 
-from evalcore.records import CallRecord, ExecRecord, Submission, Trajectory
-from sweepcore.config import load_config, resolved, sweep_fingerprint
-from sweepcore.ledger import Ledger, trajectory_row
-from sweepcore.plan import expand_plan, plan_counts
-from sweepcore.tracking import Tracker, TrackingWarning, run_metrics, summarize_ledger, sync_from_ledger
+from opteval.evalcore.records import CallRecord, ExecRecord, Submission, Trajectory
+from opteval.sweepcore.config import load_config, resolved, sweep_fingerprint
+from opteval.sweepcore.ledger import Ledger, trajectory_row
+from opteval.sweepcore.plan import expand_plan, plan_counts
+from opteval.sweepcore.tracking import Tracker, TrackingWarning, run_metrics, summarize_ledger, sync_from_ledger
 
 IDS = {"sample": [f"p{i}" for i in range(4)], "complexor": ["c1"]}
 
@@ -135,7 +135,7 @@ def test_parent_is_marked_simulated_and_experiment_opens_on_runs(synced):
     out, cfg, plan, led, tracker, _ = synced
     from mlflow.tracking import MlflowClient
 
-    from sweepcore.tracking import ui_command
+    from opteval.sweepcore.tracking import ui_command
 
     client = MlflowClient(tracking_uri=tracker.uri)
     parent = client.get_run(tracker.parent_id)

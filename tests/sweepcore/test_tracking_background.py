@@ -3,8 +3,8 @@ with backoff, and once up the results are logged from the ledger; the end line s
 MLflow holds everything (real SQLite MLflow; the outage is injected into the first attempts)."""
 from __future__ import annotations
 
-from sweepcore.plan import plan_counts
-from sweepcore.tracking import BackgroundStart, Tracker, end_line, run_metrics
+from opteval.sweepcore.plan import plan_counts
+from opteval.sweepcore.tracking import BackgroundStart, Tracker, end_line, run_metrics
 from tests.sweepcore.test_tracking import _sweep
 
 

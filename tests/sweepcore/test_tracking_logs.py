@@ -10,10 +10,10 @@ import logging
 
 import pytest
 
-from sweepcore.plan import plan_counts
-from sweepcore.tracking import Tracker, TrackingWarning
-from sweepcore.tracking.library_logs import LOG_FILE, route_library_logs, sqlite_problem
-from sweepcore.tracking.tracker import end_line
+from opteval.sweepcore.plan import plan_counts
+from opteval.sweepcore.tracking import Tracker, TrackingWarning
+from opteval.sweepcore.tracking.library_logs import LOG_FILE, route_library_logs, sqlite_problem
+from opteval.sweepcore.tracking.tracker import end_line
 from tests.sweepcore.test_tracking import _sweep
 
 

@@ -7,7 +7,7 @@ import socket
 import time
 import warnings
 
-from sweepcore.tracking import OffLoop, Tracker, TrackingWarning, sync_command
+from opteval.sweepcore.tracking import OffLoop, Tracker, TrackingWarning, sync_command
 
 
 def _hung_server() -> tuple[socket.socket, str]:

@@ -9,8 +9,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from evalcore.formulation import fingerprint, listing, verify
-from evalcore.sandbox import run_program
+from opteval.evalcore.formulation import fingerprint, listing, verify
+from opteval.evalcore.sandbox import run_program
 from tests.verify.programs import LP, LP_OPT, MILP, MILP_OPT
 
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from evalcore.data import reference_ids, reference_models, reference_program
-from evalcore.formulation import fingerprint, reference_from_models, verify
-from evalcore.reward_registry import RewardItem
-from evalcore.rewards import score
-from evalcore.sandbox import run_program
+from opteval.evalcore.data import reference_ids, reference_models, reference_program
+from opteval.evalcore.formulation import fingerprint, reference_from_models, verify
+from opteval.evalcore.reward_registry import RewardItem
+from opteval.evalcore.rewards import score
+from opteval.evalcore.sandbox import run_program
 
 
 def test_every_kept_reference_matches_itself():

@@ -7,8 +7,8 @@ import shutil
 
 import pyarrow.compute as pc
 
-from sweepcore.ledger import Ledger
-from sweepcore.tracking import summarize_ledger
+from opteval.sweepcore.ledger import Ledger
+from opteval.sweepcore.tracking import summarize_ledger
 from tests.view.conftest import SWEEP, args, opteval
 
 

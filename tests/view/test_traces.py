@@ -12,8 +12,8 @@ import urllib.request
 
 import pandas as pd
 
-from sweepcore.ledger import Ledger
-from sweepcore.tracking.traces import KEY_TAG, select
+from opteval.sweepcore.ledger import Ledger
+from opteval.sweepcore.tracking.traces import KEY_TAG, select
 from tests.view.conftest import SWEEP, args, free_port, opteval
 
 

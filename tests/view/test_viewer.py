@@ -11,8 +11,8 @@ from pathlib import Path
 import pandas as pd
 import pyarrow as pa
 
-from evalcore.reporting.view import page_name, write_site
-from sweepcore.ledger import Ledger
+from opteval.evalcore.reporting.view import page_name, write_site
+from opteval.sweepcore.ledger import Ledger
 from tests.view.conftest import SWEEP, args, opteval
 
 

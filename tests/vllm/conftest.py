@@ -60,7 +60,7 @@ def engine_importable() -> None:
 @pytest.fixture(scope="session")
 def smollm2(engine_importable: None) -> Path:
     """The SmolLM2 directory, built once per machine (``opteval models build smollm2``)."""
-    from evalcore.models import builds
+    from opteval.evalcore.models import builds
 
     return builds.build("smollm2")
 
@@ -72,8 +72,8 @@ def tier_ray(engine_importable: None) -> Iterator[tuple[str, int]]:
     the cores), Serve on a free port."""
     import ray
 
-    from cluster.runtime import connect
-    from cluster.serve.serving import ensure_serve
+    from opteval.cluster.runtime import connect
+    from opteval.cluster.serve.serving import ensure_serve
 
     os.environ["RAY_AUTH_MODE"] = "disabled"
     connect(None, num_cpus=6)

@@ -29,7 +29,7 @@ REQUEST_TIMEOUT_S = 4.0  # serving.request_timeout_s: the ingress then waits 4 +
 
 def fake_model(name: str, **env: str) -> dict[str, Any]:
     """The smollm2 CPU config with the fake engine in its replicas (no weights read)."""
-    from sweepcore.config import as_plain, model_config
+    from opteval.sweepcore.config import as_plain, model_config
 
     m = copy.deepcopy(as_plain(model_config(MODEL)))
     m["name"] = name
@@ -39,7 +39,7 @@ def fake_model(name: str, **env: str) -> dict[str, Any]:
 
 
 def serving_cfg(port: int, **extra: Any) -> Any:
-    from sweepcore.config import ServingSection
+    from opteval.sweepcore.config import ServingSection
 
     return ServingSection(http_port=port, ready_timeout_s=180, request_timeout_s=REQUEST_TIMEOUT_S, **extra)
 
@@ -65,8 +65,8 @@ class FakeApp:
 def fake_app(tier_ray: tuple[str, int]) -> Any:
     """The fake engine deployed through ``deploy_stage`` with a slow start, every readiness probe
     recorded; a request delayed past the ingress timeout is sent at once, in the background."""
-    from cluster.serve import llm_serving as ls
-    from cluster.serve import serve_apps as sa
+    from opteval.cluster.serve import llm_serving as ls
+    from opteval.cluster.serve import serve_apps as sa
 
     _, port = tier_ray
     name = "fake-slow-start"
@@ -99,7 +99,7 @@ def fake_app(tier_ray: tuple[str, int]) -> Any:
 
 
 def test_placement_refusal_names_the_model_and_what_it_asks(tier_ray):
-    from cluster.serve import llm_serving as ls
+    from opteval.cluster.serve import llm_serving as ls
 
     _, port = tier_ray
     for name, bundles, gpus, what in (("fake-too-big", [{"CPU": 64}], 0, "64 CPU"),
@@ -126,8 +126,8 @@ def test_readiness_waits_for_the_slow_engine_start(fake_app):
 
 
 def test_a_reply_slower_than_the_client_limit_survives_the_ingress(fake_app):
-    from evalcore.models.base import ModelError, Sampling
-    from evalcore.models.openai_backend import OpenAIChatModel
+    from opteval.evalcore.models.base import ModelError, Sampling
+    from opteval.evalcore.models.openai_backend import OpenAIChatModel
 
     r = chat(fake_app.base_url, fake_app.model, fake_delay_s=REQUEST_TIMEOUT_S + 4)  # the ingress lets it through
     assert r.status_code == 200 and r.json()["system_fingerprint"] == FINGERPRINT
@@ -145,8 +145,8 @@ def test_a_reply_slower_than_the_client_limit_survives_the_ingress(fake_app):
 def test_error_classes_through_the_real_ingress(fake_app, status, kind):
     import asyncio
 
-    from evalcore.models.base import ModelError, Sampling
-    from evalcore.models.openai_backend import OpenAIChatModel
+    from opteval.evalcore.models.base import ModelError, Sampling
+    from opteval.evalcore.models.openai_backend import OpenAIChatModel
 
     assert chat(fake_app.base_url, fake_app.model, fake_status=status).status_code == status  # Ray passes it on
     client = OpenAIChatModel(fake_app.model, fake_app.base_url, fake_app.model, api_key_env=None, timeout_s=60,
@@ -166,8 +166,8 @@ def test_error_classes_through_the_real_ingress(fake_app, status, kind):
 def test_a_failed_engine_start_is_one_line_naming_the_model_and_the_cause(tier_ray, tmp_path, capsys):
     """Through ``opteval sweep``: vLLM-style, the cause is only in the replica's log (the replica
     raises "See root cause above"); the sweep prints one line with it, exits 2, and tears down."""
-    from cluster.serve import llm_serving as ls
-    from jobs.sweep import main as sweep
+    from opteval.cluster.serve import llm_serving as ls
+    from opteval.jobs.sweep import main as sweep
 
     _, port = tier_ray
     name = "fake-broken"
@@ -188,7 +188,7 @@ def test_a_failed_engine_start_is_one_line_naming_the_model_and_the_cause(tier_r
 def test_a_reply_past_the_ingress_timeout_is_408_at_request_timeout_plus_margin(fake_app):
     """Sent when the app came up: Ray's ingress ends it with 408 after request_timeout_s + 60 s
     (``RAY_SERVE_LLM_ROUTER_HTTP_TIMEOUT`` in the ingress's runtime env), not Ray's 600 s default."""
-    from cluster.serve import llm_serving as ls
+    from opteval.cluster.serve import llm_serving as ls
 
     assert fake_app.late_thread is not None
     fake_app.late_thread.join(timeout=240)
@@ -202,8 +202,8 @@ def test_a_replica_lost_mid_request_is_infrastructure(fake_app):
     the client gets a 5xx, retries, then reports an infrastructure error, never a model's failure."""
     import asyncio
 
-    from evalcore.models.base import ModelError, Sampling
-    from evalcore.models.openai_backend import OpenAIChatModel
+    from opteval.evalcore.models.base import ModelError, Sampling
+    from opteval.evalcore.models.openai_backend import OpenAIChatModel
 
     client = OpenAIChatModel(fake_app.model, fake_app.base_url, fake_app.model, api_key_env=None, timeout_s=60,
                              max_retries=1, backoff_s=0.05, extra_body={"vllm_xargs": {"fake_die": 1}})

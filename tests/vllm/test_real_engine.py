@@ -41,7 +41,7 @@ def _usage(response: Any) -> tuple[int | None, int | None, int | None]:
 
 
 def _ledger(out: Path, name: str) -> Any:
-    from sweepcore.ledger import Ledger
+    from opteval.sweepcore.ledger import Ledger
 
     led = Ledger.open(str(out), name, {}, "", True, read_only=True)
     return led.read_table().to_pandas()
@@ -51,7 +51,7 @@ def test_sweep_commits_every_trajectory_with_vllms_own_token_counts(tier_ray, sm
     """direct + opticycle on 3 sample problems x 1 sample: every planned trajectory committed, none
     ``error``, the ledger's per-call token counts exactly what vLLM answered; readiness answered a
     1-token request before the first trajectory's call; the app and its engine gone at the end."""
-    from jobs.sweep import main as sweep
+    from opteval.jobs.sweep import main as sweep
 
     _, serve_port = tier_ray
     proxy = RecordingProxy(f"http://127.0.0.1:{serve_port}")
@@ -109,7 +109,7 @@ def test_opteval_serve_answers_the_openai_client_keeps_seeds_and_tears_down_on_s
 
     address, serve_port = tier_ray
     env = dict(os.environ, PYTHONPATH=str(REPO), RAY_AUTH_MODE="disabled")
-    proc = subprocess.Popen([sys.executable, "-m", "jobs.cli", "serve", f"models=[{MODEL}]",
+    proc = subprocess.Popen([sys.executable, "-m", "opteval.jobs.cli", "serve", f"models=[{MODEL}]",
                              f"cluster.address={address}", f"serving.http_port={serve_port}"],
                             cwd=str(REPO), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     lines: list[str] = []

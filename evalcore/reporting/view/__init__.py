@@ -1,6 +1,0 @@
-"""A static, self-contained HTML viewer of a sweep, made from its ledger alone (``opteval view``)."""
-from evalcore.reporting.view.model import STATUS_MISSING, Detail, detail, page_name, rows_with_missing
-from evalcore.reporting.view.site import DEFAULT_MAX_PAGES, Site, write_site
-
-__all__ = ["DEFAULT_MAX_PAGES", "STATUS_MISSING", "Detail", "Site", "detail", "page_name", "rows_with_missing",
-           "write_site"]

@@ -1,0 +1,280 @@
+"""Read a sweep's results: tables, statistics and plots computed from its ledger.
+
+    python jobs/report.py sweep.name=try1 [sweep.output_dir=results] [options]    (or: opteval report ...)
+    python jobs/report.py sweep.name=table1,paper,figure4 | --preset paper [--out DIR]
+                         the paper's results section from several sweeps (jobs/paper_report.py)
+
+Options:
+    --out DIR            where report.md, main_table.{csv,tex}, tables/ and plots/ go
+                         (default: <output_dir>/<sweep.name>/report when local)
+    --profile NAME       grading profile of the main table (default: the sweep's grading.profile)
+    --compare A,B        paired comparison of methods A and B by problem (McNemar or paired bootstrap)
+    --bootstrap B        resamples of the problem-level bootstrap intervals (default 2000)
+    --seed S             seed of those resamples (default 0)
+    --summary            print only the short results table (no full report)
+    --sync-mlflow        re-log every run, metric and artifact from the ledger (idempotent)
+    --from-mlflow        rebuild the main table from the tracking server alone (mlflow.search_runs)
+
+Everything is computed from the Parquet ledger (never from memory): avg@k over the
+*planned* trajectories (missing ones count as wrong), macro, tokens, missing keys.
+No Ray import.
+"""
+from __future__ import annotations
+
+import difflib
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import pyarrow.compute as pc
+
+from opteval.exit_codes import ExitCode
+from opteval.jobs.paper_report import run_merged, wants
+from opteval.sweepcore.config import ConfigError, SweepConfig, load_config, method_config, model_config
+from opteval.sweepcore.ledger import Ledger, LedgerError, columns_without
+from opteval.sweepcore.tracking import SUMMARY_READ, Tracker, results_markdown, summarize_ledger, sync_from_ledger, ui_command
+
+FLAGS = ("--sync-mlflow", "--from-mlflow", "--summary")
+VALUED = ("--out", "--profile", "--compare", "--bootstrap", "--seed")
+
+
+class UsageError(ValueError):
+    pass
+
+
+def parse_args(argv: list[str], flags: tuple[str, ...] = FLAGS, valued: tuple[str, ...] = VALUED
+               ) -> tuple[dict[str, Any], list[str]]:
+    """Split our flags from the OmegaConf dotlist (which names the sweep); the other ledger readers
+    (jobs/view.py) pass their own ``flags`` (no value) and ``valued`` options."""
+    opts: dict[str, Any] = dict.fromkeys(flags, False)
+    opts.update(dict.fromkeys(valued))
+    rest: list[str] = []
+    it = iter(argv)
+    for arg in it:
+        name, eq, value = arg.partition("=")
+        if arg in flags:
+            opts[arg] = True
+        elif name in valued:
+            if not eq:
+                following = next(it, None)
+                if following is None:
+                    raise UsageError(f"{name} needs a value")
+                value = following
+            opts[name] = value
+        elif arg.startswith("--"):
+            raise UsageError(f"unknown option {arg} (known: {', '.join(flags + valued)})")
+        else:
+            rest.append(arg)
+    return opts, rest
+
+
+def model_meta(models: list[str]) -> dict[str, dict[str, Any]]:
+    """Family and size per model, for the size plots (absent configs are skipped)."""
+    meta: dict[str, dict[str, Any]] = {}
+    for name in models:
+        try:
+            mc = model_config(name)
+        except ConfigError:
+            continue
+        meta[name] = {"family": mc.family or name, "size_b": mc.size_b}
+    return meta
+
+
+def answer_keys(cfg: SweepConfig, benchmarks: list[str]) -> dict[str, Any]:
+    """The driver-side answer keys; a benchmark whose data is absent keeps its stored grades."""
+    from opteval.evalcore.problems import BenchmarkLoadError, data_dir, load_benchmark
+
+    keys: dict[str, Any] = {}
+    for slug in benchmarks:
+        try:
+            keys[slug] = load_benchmark(slug, data_dir(cfg.data.dir))[1]
+        except (BenchmarkLoadError, LookupError, OSError) as exc:
+            print(f"note: no answer key for {slug} ({exc}); using the grades stored in the ledger",
+                  file=sys.stderr)
+    return keys
+
+
+def full_report(cfg: SweepConfig, ledger: Ledger, opts: dict[str, Any], tracker: Tracker | None) -> int:
+    from opteval.evalcore.reporting import build_report
+
+    plan = ledger.read_plan()
+    if plan is None:
+        raise UsageError(no_plan_message(ledger))
+    plan_df = plan.to_pandas()
+    table = report_rows(ledger, sorted(plan_df["method"].unique()))
+    profile = opts["--profile"] or cfg.grading.profile
+    compare = tuple(opts["--compare"].split(",")) if opts["--compare"] else None
+    if compare is not None and len(compare) != 2:
+        raise UsageError(f"--compare takes two methods A,B; got {opts['--compare']!r}")
+    n_resamples = _int_opt(opts, "--bootstrap", 2000, minimum=100)
+    seed = _int_opt(opts, "--seed", 0, minimum=0)
+    if compare is not None:
+        known = sorted(plan_df["method"].unique())
+        unknown = [m for m in compare if m not in known]
+        if unknown:
+            close = difflib.get_close_matches(unknown[0], known, n=1)
+            raise UsageError(f"--compare: method(s) {', '.join(map(repr, unknown))} not in sweep "
+                             f"{cfg.sweep.name} (its methods: {', '.join(known)})"
+                             + (f"; did you mean {close[0]!r}?" if close else ""))
+    out = Path(opts["--out"]) if opts["--out"] else default_out(ledger)
+    check_out_dir(out)
+    report = build_report(table, answer_keys(cfg, sorted(plan_df["benchmark"].unique())), plan_df,
+                          model_meta=model_meta(sorted(plan_df["model"].unique())), profile=profile,
+                          compare=compare, n_resamples=n_resamples, seed=seed)
+    view = out.parent / "view" / "index.html"
+    link = " ([open it](../view/index.html))" if not opts["--out"] and view.is_file() else ""
+    report.notes.append(f"every trajectory (calls, programs, outputs, why it scored): `opteval view "
+                        f"sweep.name={cfg.sweep.name}` writes {view}{link}")
+    paths = report.write(out)
+    print(report.markdown())
+    print(f"report written to {out} ({len(paths)} files: report.md, summary.json, main_table.csv, main_table.tex, "
+          "plots/)")
+    if len(report.missing):
+        print(f"missing scores: {len(report.missing)}; every key and reason in {out / 'tables' / 'missing.csv'}")
+    if tracker is not None:
+        tracker.log_report(paths, out)
+    return 0
+
+
+def semopt_methods(methods: list[str]) -> list[str]:
+    """The methods run by the SemOPT harness: the only ones whose report tables read transcripts."""
+    out = []
+    for m in methods:
+        try:
+            if method_config(m).harness == "semopt":
+                out.append(m)
+        except ConfigError:  # a method config gone since the sweep ran: its transcripts are read
+            out.append(m)
+    return out
+
+
+def report_rows(ledger: Ledger, methods: list[str]) -> Any:
+    """The ledger's rows as pandas without the transcripts (95% of a row's bytes at the paper's
+    tokens), which only SemOPT's tables read: those methods' rows get theirs in a second, filtered
+    read (issue 44: the report's memory no longer follows the transcripts' size)."""
+    table = ledger.read_table(columns=columns_without("transcript")).to_pandas()
+    sem = semopt_methods(methods)
+    table["transcript"] = None
+    if sem and len(table):
+        texts = ledger.read_table(columns=["key", "transcript"], filter=pc.field("method").isin(sem))
+        by_key = dict(zip(texts.column("key").to_pylist(), texts.column("transcript").to_pylist()))
+        table["transcript"] = table["key"].map(by_key).astype(object)
+        table["transcript"] = table["transcript"].where(table["transcript"].notna(), None)
+    return table
+
+
+def _int_opt(opts: dict[str, Any], name: str, default: int, minimum: int) -> int:
+    raw = opts.get(name)
+    if raw is None:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise UsageError(f"{name} takes an integer, got {raw!r}") from None
+    if value < minimum:
+        raise UsageError(f"{name} must be at least {minimum}, got {value}")
+    return value
+
+
+def no_plan_message(ledger: Ledger) -> str:
+    """No plan.parquet: a sweep that never started, or one whose plan file was lost (it has a
+    manifest or committed rows); the second is named as such, with the way to rewrite it."""
+    try:
+        committed = ledger.read_table(columns=["key"]).num_rows
+    except Exception:  # a damaged part is reported by the reads that need it
+        committed = 0
+    if committed or ledger.manifest() is not None:
+        return (f"{ledger.uri}/plan.parquet is missing (the sweep has a manifest and {committed} committed "
+                "trajectories); re-run the same sweep command (same sweep.name) to write the plan again")
+    return f"{ledger.uri} has no plan.parquet (the sweep never started)"
+
+
+def check_out_dir(out: Path, what: str = "the report") -> None:
+    """``--out`` must be a directory we can create and write, before ``what`` is built
+    (``what`` empty: the line says only that it cannot be written)."""
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        probe = out / f".opteval-write-test-{os.getpid()}"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        target = f" {what}" if what else ""
+        raise UsageError(f"--out {out}: cannot write{target} there ({exc.strerror or exc})") from None
+
+
+def default_out(ledger: Ledger, folder: str = "report") -> Path:
+    """``<ledger>/<folder>`` for a local ledger; a remote one needs --out."""
+    uri = str(ledger.uri)
+    if "://" in uri and not uri.startswith("file://"):
+        raise UsageError(f"the ledger is on {uri}; pass --out DIR for the {folder} files")
+    return Path(uri.removeprefix("file://")) / folder
+
+
+def from_mlflow(cfg: SweepConfig) -> int:
+    from opteval.evalcore.reporting import to_markdown
+    from opteval.sweepcore.tracking import tracking_uri
+    from opteval.sweepcore.tracking.mlflow_views import MlflowViewError, table_from_mlflow
+
+    uri = tracking_uri(cfg.tracking.uri, cfg.sweep.output_dir)
+    try:
+        table = table_from_mlflow(uri, cfg.tracking.experiment, cfg.sweep.name)
+    except MlflowViewError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return ExitCode.USAGE
+    print(to_markdown(table))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if {"-h", "--help"} & set(argv):
+        print(__doc__.strip())
+        return 0
+    if wants(argv):  # several sweeps: the paper's results section
+        return run_merged(argv)
+    try:
+        opts, rest = parse_args(argv)
+        cfg = load_config(rest)
+        if opts["--from-mlflow"]:
+            return from_mlflow(cfg)
+        ledger = Ledger.open_existing(cfg.sweep.output_dir, cfg.sweep.name)
+    except (ConfigError, LedgerError, UsageError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return ExitCode.USAGE
+    plan = ledger.read_plan()
+    if plan is None:
+        print(f"error: {no_plan_message(ledger)}", file=sys.stderr)
+        return ExitCode.USAGE
+    tracker = None
+    if opts["--sync-mlflow"]:
+        tracker = Tracker.from_config(cfg)
+        tracker.enabled = True  # an explicit --sync-mlflow overrides tracking.enabled=false
+        summary = sync_from_ledger(ledger, tracker)
+        if tracker.active:
+            ui = ui_command(tracker.uri, tracker.experiment_id)
+            print(f"synced {len(tracker.children)} runs to MLflow ({tracker.uri}); UI: {ui}")
+        else:
+            print(f"MLflow sync failed ({tracker.uri}); see the warnings above", file=sys.stderr)
+    else:
+        summary = summarize_ledger(ledger.read_table(columns=SUMMARY_READ), plan)
+    committed = int(summary["scored"].sum()) if len(summary) else 0
+    if opts["--summary"]:
+        families = {m: v["family"] for m, v in model_meta(list(cfg.models)).items()}
+        print(results_markdown(summary, f"sweep {cfg.sweep.name}", families))
+    else:
+        from opteval.evalcore.reporting import ReportError
+
+        try:
+            full_report(cfg, ledger, opts, tracker if tracker is not None and tracker.active else None)
+        except (UsageError, ReportError) as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return ExitCode.USAGE
+    print(f"planned {plan.num_rows} trajectories, committed {committed}, missing {plan.num_rows - committed}")
+    print(f"ledger: {ledger.trajectories_uri} (Parquet; pandas.read_parquet(..., partitioning=None) or "
+          f"duckdb \"SELECT * FROM read_parquet('{ledger.trajectories_uri}/**/*.parquet')\")")
+    return 0 if tracker is None or tracker.active else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,78 @@
+"""Write a static HTML viewer of a sweep from its ledger: every trajectory, filterable, one page each.
+
+    opteval view sweep.name=NAME [sweep.output_dir=DIR] [--out DIR] [--max-pages N] [--mlflow]
+
+The site is ``<output_dir>/<sweep.name>/view/index.html`` (or under --out): it opens from the file
+system with no server. Each trajectory page shows every model call (messages and reply), every
+program with its output or error, and how the grade came about; planned trajectories that were
+never committed and error rows are listed with their reasons. --max-pages caps how many trajectory
+pages are written (default 20000; errors, missing, unsubmitted and wrong first); the index always
+lists every trajectory. --mlflow also attaches the site to the sweep's MLflow run (artifacts: view/).
+No Ray import.
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from opteval.exit_codes import ExitCode
+from opteval.jobs.report import UsageError, answer_keys, check_out_dir, default_out, no_plan_message, parse_args
+from opteval.sweepcore.config import ConfigError, load_config
+from opteval.sweepcore.ledger import Ledger, LedgerError
+
+FLAGS = ("--mlflow",)
+VALUED = ("--out", "--max-pages")
+
+
+def main(argv: list[str] | None = None) -> int:
+    from opteval.evalcore.reporting.view import DEFAULT_MAX_PAGES, write_site
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if {"-h", "--help"} & set(argv):
+        print(__doc__.strip())
+        return 0
+    try:
+        opts, rest = parse_args(argv, FLAGS, VALUED)
+        max_pages = DEFAULT_MAX_PAGES if opts["--max-pages"] is None else int(opts["--max-pages"])
+        if max_pages < 0:
+            raise UsageError(f"--max-pages must be at least 0, got {max_pages}")
+        cfg = load_config(rest)
+        ledger = Ledger.open_existing(cfg.sweep.output_dir, cfg.sweep.name)
+        plan = ledger.read_plan()
+        if plan is None:
+            raise UsageError(no_plan_message(ledger))
+        out = Path(opts["--out"]) if opts["--out"] else default_out(ledger, "view")
+        check_out_dir(out, what="")
+        table = ledger.read_table()
+    except ValueError as exc:
+        if not isinstance(exc, (ConfigError, UsageError)):
+            exc = UsageError(f"--max-pages takes an integer, got {opts.get('--max-pages')!r}")
+        print(f"error: {exc}", file=sys.stderr)
+        return ExitCode.USAGE
+    except (ConfigError, LedgerError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return ExitCode.USAGE
+    keys = answer_keys(cfg, sorted(set(plan.column("benchmark").to_pylist())))
+    site = write_site(table, plan, out, keys, title=f"sweep {cfg.sweep.name}", max_pages=max_pages)
+    print(f"view written to {site.index.resolve()} ({site.trajectories} trajectories, {site.pages} pages, "
+          f"{site.errors} errors, {site.missing} missing); open it in a browser")
+    if opts["--mlflow"]:
+        from opteval.sweepcore.tracking import Tracker
+
+        tracker = Tracker.from_config(cfg)
+        tracker.enabled = True  # an explicit --mlflow overrides tracking.enabled=false
+        man = ledger.manifest() or {}
+        pairs = list(dict.fromkeys(zip(plan.column("model").to_pylist(), plan.column("method").to_pylist())))
+        if tracker.start(man.get("config", {}), man.get("fingerprint", ""), pairs):
+            tracker._session_start = None  # attaching files is not sweep time
+            tracker.log_report(sorted(p for p in out.iterdir() if p.suffix == ".html"), out, folder="view")
+            tracker.finish()
+            print(f"view attached to the MLflow run of sweep {cfg.sweep.name} ({tracker.uri}, artifacts: view/)")
+        else:
+            print(f"MLflow unreachable ({tracker.uri}): view not attached", file=sys.stderr)
+            return ExitCode.FAILED
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

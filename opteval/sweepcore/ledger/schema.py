@@ -1,0 +1,54 @@
+"""The ledger's on-disk layout and format: file names, the plan's and rows' schemas, and the
+format version written in ``manifest.json`` (``format``) and checked on every read of it.
+
+Why a version: a manifest written by a newer opteval may mean files this code would misread;
+it is refused with one line naming the file. Ledgers written before the field existed hold
+format 1 (the only one so far) and read as such."""
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pyarrow as pa
+
+from opteval.evalcore.records import LEDGER_SCHEMA
+from opteval.sweepcore.ledger_errors import DamagedFileError, LedgerError
+
+# What this code writes into the manifest's ``format`` and the newest it reads.
+LEDGER_FORMAT = 1
+
+
+MANIFEST = "manifest.json"
+PLAN_FILE = "plan.parquet"
+TRAJ_DIR = "trajectories"
+TMP_DIR = "_tmp"
+QUARANTINE_DIR = "quarantine"
+REPAIR_HINT = "sweep.repair=true moves it into <sweep>/quarantine/ and runs its keys again"
+REPLACES_META = b"opteval.replaces"
+OBJECT_STORES = ("s3", "gcs")
+PLAN_SCHEMA = pa.schema([
+    ("key", pa.string()), ("model", pa.string()), ("method", pa.string()),
+    ("benchmark", pa.string()), ("problem_id", pa.string()), ("sample", pa.int32()),
+])
+_REQUIRED = [f.name for f in LEDGER_SCHEMA if not f.nullable]
+# The JSON columns that hold a trajectory's detail (the transcript alone is ~95% of a row's bytes at the
+# paper's token counts): readers that only count, score or summarize leave them on disk (issue 44).
+DETAIL_COLUMNS = ("calls", "execs", "transcript", "budgets")
+
+
+def columns_without(*names: str) -> list[str]:
+    """Every ledger column but ``names`` (a reader's projection: Parquet then never reads those)."""
+    return [c for c in LEDGER_SCHEMA.names if c not in names]
+_COLUMNS = set(LEDGER_SCHEMA.names)
+_FILE_RE = re.compile(r"^(part|compact|rewrite)-(\d+)-[0-9a-f]+\.parquet$")
+
+
+def check_format(manifest: dict[str, Any], where: str) -> None:
+    """Refuse a manifest of a newer ledger format (one line naming ``where``, the manifest's
+    location); a manifest without ``format`` is format 1 (written before the field was read)."""
+    fmt = manifest.get("format", LEDGER_FORMAT)
+    if isinstance(fmt, bool) or not isinstance(fmt, int) or fmt < 1:
+        raise DamagedFileError(f"{where}: format must be a positive integer, got {fmt!r}; {REPAIR_HINT}")
+    if fmt > LEDGER_FORMAT:
+        raise LedgerError(f"{where}: ledger format {fmt} is newer than this opteval reads (format {LEDGER_FORMAT}); "
+                          f"open it with the opteval that wrote it, or a newer one")
