@@ -48,7 +48,7 @@ def run(command: str, argv: list[str]) -> int:
     """Run ``jobs.<command>.main(argv)``; ``sys.argv[0]`` reads ``opteval <command>`` meanwhile
     so that argparse's usage and error lines name the command the user typed."""
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")  # as the scripts' __main__ blocks do
-    module = importlib.import_module(f"jobs.{command}")
+    module = importlib.import_module(f"opteval.jobs.{command}")
     saved = sys.argv
     sys.argv = [f"opteval {command}", *argv]
     try:
