@@ -42,6 +42,10 @@ INTEGRATION_FIXTURES = frozenset({
 })
 
 
+# every tier .ci/run runs after the fast one may start processes: that is what makes it slow
+SLOW_TIERS = ("integration", "faults", "package", "loaded", "multinode", "vllm")
+
+
 # platform.processor() runs `uname -p` once per process (MLflow asks for it): ask now, before
 # the guard, so whichever fast test first imports MLflow does not look like it starts a process
 platform.processor()
@@ -66,7 +70,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @pytest.fixture(autouse=True)
 def _fast_tier_starts_no_subprocess(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
-    if request.node.get_closest_marker("integration") or request.node.get_closest_marker("faults"):
+    if any(request.node.get_closest_marker(tier) for tier in SLOW_TIERS):
         return
     node = request.node.nodeid
 
