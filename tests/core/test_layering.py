@@ -16,6 +16,7 @@
 from __future__ import annotations
 
 import ast
+import functools
 import subprocess
 import sys
 import textwrap
@@ -63,6 +64,22 @@ def _pkg(module: str) -> str:
     return parts[1] if len(parts) > 1 and parts[0] == "opteval" else parts[0]
 
 
+@functools.cache
+def _tree(path: Path) -> ast.Module:
+    """Each file parsed once per session: the walks below read the same ~300 files many times."""
+    return ast.parse(path.read_text(), str(path))
+
+
+@functools.cache
+def _run_nodes(path: Path) -> tuple[ast.AST, ...]:
+    """The nodes of ``path`` Python may execute: all but those under ``if TYPE_CHECKING:``."""
+    tree = _tree(path)
+    type_only = {id(n) for block in ast.walk(tree) if _is_type_checking(block)
+                 for stmt in block.body for n in ast.walk(stmt)}  # type: ignore[attr-defined]
+    return tuple(n for n in ast.walk(tree) if id(n) not in type_only)
+
+
+@functools.cache
 def _modules() -> dict[str, Path]:
     out: dict[str, Path] = {}
     for path in (REPO / "opteval").rglob("*.py"):
@@ -92,12 +109,7 @@ def _imports(module: str, path: Path, modules: dict[str, Path]) -> set[str]:
     Python executes on the way counts too. A module's own parent packages do not (Python has run
     them before the module itself)."""
     out: set[str] = set()
-    tree = ast.parse(path.read_text(), str(path))
-    type_only = {id(n) for block in ast.walk(tree) if _is_type_checking(block)
-                 for stmt in block.body for n in ast.walk(stmt)}  # type: ignore[attr-defined]
-    for node in ast.walk(tree):
-        if id(node) in type_only:
-            continue
+    for node in _run_nodes(path):
         if isinstance(node, ast.Import):
             out.update(a.name for a in node.names if a.name in modules)
         elif isinstance(node, ast.ImportFrom):
@@ -118,6 +130,7 @@ def _imports(module: str, path: Path, modules: dict[str, Path]) -> set[str]:
     return out & set(modules)
 
 
+@functools.cache
 def _graph() -> dict[str, set[str]]:
     modules = _modules()
     return {m: _imports(m, p, modules) for m, p in modules.items()}
@@ -201,22 +214,18 @@ def test_importing_the_harnesses_loads_no_simulator():
 # -- Ray: where it may be imported, and its private APIs -------------------------------------------
 
 
-def _ray_imports(path: Path) -> set[str]:
+@functools.cache
+def _ray_imports(path: Path) -> frozenset[str]:
     """The Ray modules ``path`` imports anywhere (lazy and type-only included), and for ``from ray.x
     import y`` also ``ray.x.y``."""
     out: set[str] = set()
-    tree = ast.parse(path.read_text(), str(path))
-    type_only = {id(n) for block in ast.walk(tree) if _is_type_checking(block)
-                 for stmt in block.body for n in ast.walk(stmt)}  # type: ignore[attr-defined]
-    for node in ast.walk(tree):
-        if id(node) in type_only:
-            continue
+    for node in _run_nodes(path):
         if isinstance(node, ast.Import):
             out |= {a.name for a in node.names if a.name.split(".")[0] == "ray"}
         elif isinstance(node, ast.ImportFrom) and not node.level and (node.module or "").split(".")[0] == "ray":
             out.add(str(node.module))
             out |= {f"{node.module}.{a.name}" for a in node.names}
-    return out
+    return frozenset(out)
 
 
 def _private_uses(path: Path) -> list[str]:
@@ -224,7 +233,7 @@ def _private_uses(path: Path) -> list[str]:
     written as a dotted path in a string (an import path Ray resolves, e.g. a request router)."""
     found = sorted(m for m in _ray_imports(path)
                    if m.startswith(PRIVATE_PARTS) or any(p.startswith("_") for p in m.split(".")[1:]))
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    for node in ast.walk(_tree(path)):
         if isinstance(node, ast.Attribute):
             chain, cur = [node.attr], node.value
             while isinstance(cur, ast.Attribute):
@@ -312,7 +321,7 @@ def test_nothing_imports_a_bare_top_level_name():
     for path in [*(REPO / "opteval").rglob("*.py"), *(REPO / "tests").rglob("*.py"), *(REPO / "bench").glob("*.py")]:
         if "reference" in path.parts:
             continue
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        for node in ast.walk(_tree(path)):
             names = ([a.name for a in node.names] if isinstance(node, ast.Import)
                      else [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
             bad += [f"{path.relative_to(REPO)}:{getattr(node, 'lineno', 0)} {n}" for n in names if n.split(".")[0] in PACKAGES]
