@@ -91,6 +91,7 @@ def init_with_retries(kwargs: dict[str, Any], *, attempts: int | None = None, ba
     attempts = max(1, STARTUP_ATTEMPTS if attempts is None else int(attempts))
     backoff = STARTUP_BACKOFF_S if backoff_s is None else float(backoff_s)
     for i in range(attempts):
+        before = set(local_services())
         try:
             with loopback_node_ip() if local else contextlib.nullcontext():
                 ray.init(**kwargs)
@@ -101,6 +102,8 @@ def init_with_retries(kwargs: dict[str, Any], *, attempts: int | None = None, ba
             cause = " ".join(f"{type(exc).__name__}: {exc}".split())
             with contextlib.suppress(Exception):
                 ray.shutdown()
+            if "address" not in kwargs:
+                _end_leftover_services(before)
             if i + 1 >= attempts:
                 raise RayStartupError(
                     f"Ray did not start after {attempts} attempt(s) (last: {cause}); the machine may be "
@@ -112,6 +115,21 @@ def init_with_retries(kwargs: dict[str, Any], *, attempts: int | None = None, ba
             time.sleep(wait)
             if between is not None:
                 between()
+
+
+def _end_leftover_services(before: set[int]) -> None:
+    """End the GCS and raylet a timed-out start left behind: ``ray.shutdown()`` does not always
+    reach processes of a node that never finished starting, and the next attempt would start
+    a second pair beside them (seen under a load average of 10). Only this process's own
+    children that appeared during the attempt are touched."""
+    left = [psutil.Process(pid) for pid in set(local_services()) - before if psutil.pid_exists(pid)]
+    for proc in left:
+        with contextlib.suppress(psutil.Error):
+            proc.terminate()
+    _, alive = psutil.wait_procs(left, timeout=5)
+    for proc in alive:
+        with contextlib.suppress(psutil.Error):
+            proc.kill()
 
 
 def _load() -> str:

@@ -62,8 +62,10 @@ def _start(out: Path, log: Path) -> tuple[subprocess.Popen, list[int]]:
         assert p.poll() is None, f"the sweep ended before its first commit:\n{log.read_text()[-3000:]}"
         assert time.monotonic() < deadline, log.read_text()[-3000:]
         time.sleep(0.2)
-    services = [c.pid for c in psutil.Process(p.pid).children() if c.name() in ("gcs_server", "raylet")]
-    assert len(services) == 2, services
+    found = [(c.pid, c.name(), c.status()) for c in psutil.Process(p.pid).children()
+             if c.name() in ("gcs_server", "raylet")]
+    services = [pid for pid, _, _ in found]
+    assert sorted(name for _, name, _ in found) == ["gcs_server", "raylet"], f"{found}\n{log.read_text()[-3000:]}"
     return p, services
 
 

@@ -123,7 +123,7 @@ def test_disk_full_stops_loudly_and_the_same_command_resumes(ray_cluster, h, tmp
     _, port = ray_cluster
     mnt = tmp_path / "small"
     mnt.mkdir()
-    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(mnt)],
+    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=32m", "tmpfs", str(mnt)],
                                            capture_output=True).returncode != 0:
         pytest.skip("needs root to mount a small tmpfs (tests/sweepcore/test_ledger_faults.py covers ENOSPC)")
     monkeypatch.setenv("OPTEVAL_CONFIGS", str(configs_dir))
