@@ -65,3 +65,21 @@ def test_a_missing_audit_dir_is_one_line_and_exit_2(tmp_path, capsys):
     rc = report.main(["sweep.name=wc", f"sweep.output_dir={tmp_path}", "--out", str(tmp_path / "r"),
                       "--audit", str(tmp_path / "nope")])
     assert rc == 2 and "no audit.parquet" in capsys.readouterr().err
+
+
+def test_the_viewer_marks_suspect_problems_with_their_evidence(tmp_path, capsys):
+    from opteval.jobs import view
+
+    write_ledger(tmp_path, "wc", _rows())
+    out = tmp_path / "view"
+    rc = view.main(["sweep.name=wc", f"sweep.output_dir={tmp_path}", "--out", str(out), "--audit", _audit(tmp_path)])
+    cap = capsys.readouterr()
+    assert rc == 0, cap.err
+    assert "audit: 20 trajectory pages marked suspect" in cap.out  # 5 problems x 2 methods x 2 samples
+    page = (out / "audit.html").read_text()
+    assert page.count("<li>") == 5 and "sample-0001" in page and "Suspect answer key" in page
+    assert 'href="audit.html"' in (out / "index.html").read_text()
+    marked = [p for p in out.glob("*.html") if 'class="opteval-audit"' in p.read_text() and p.name != "index.html"]
+    assert len(marked) == 20
+    assert view.main(["sweep.name=wc", f"sweep.output_dir={tmp_path}", "--out", str(out), "--audit",
+                      str(tmp_path / "none")]) == 2
