@@ -308,7 +308,14 @@ def match_variants(original: Mapping[str, str], variant: Mapping[str, str],
     odocs = [_doc(k, v) for k, v in original.items()]
     vdocs = [_doc(k, v) for k, v in variant.items()]
     proposals: list[tuple[float, int, VariantPair]] = []
+    exact: dict[tuple[str, ...], list[_Doc]] = defaultdict(list)
+    for d in vdocs:
+        exact[tuple(d.words) + tuple(d.nums)].append(d)
     for i, o in enumerate(odocs):
+        same = exact.get(tuple(o.words) + tuple(o.nums), [])
+        if len(same) == 1:  # the same words and numbers: no need to score every candidate
+            proposals.append((2.0, i, VariantPair(o.id, same[0].id, "matched", 1.0, 1.0)))
+            continue
         cheap = heapq.nlargest(s.candidates, vdocs, key=lambda d: len(o.wordset & d.wordset)
                                / max(1, len(o.wordset | d.wordset)) + _multiset_jaccard(o.numc, d.numc))
         scored = sorted(((_score(o, d), d) for d in cheap), key=lambda t: -t[0][0])
