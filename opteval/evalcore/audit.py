@@ -235,7 +235,9 @@ class MatchSettings:
     min_text: text similarity (difflib ratio of the lower-cased words) a match needs, unless the
       numbers agree at ``min_numbers_alone``; margin: the best candidate must beat the second by this
       much in combined score, else the match is refused as ambiguous; same_data: number-multiset
-      agreement at which two matched questions hold the same data (below it they are ``changed``).
+      agreement at which two matched questions hold the same data (below it they are ``changed``);
+      duplicate_numbers / duplicate_text: two questions of one benchmark are the same problem (IndustryOR's
+      0062 and 0063 agree 0.81 on numbers and 0.76 on text, keyed 11250 and 1250).
     """
 
     min_text: float = 0.55
@@ -244,7 +246,8 @@ class MatchSettings:
     margin: float = 0.05
     candidates: int = 3
     same_data: float = 1.0
-    duplicate_text: float = 0.95
+    duplicate_numbers: float = 0.8
+    duplicate_text: float = 0.75
 
 
 @dataclass
@@ -347,23 +350,20 @@ def match_variants(original: Mapping[str, str], variant: Mapping[str, str],
 
 def find_duplicates(questions: Mapping[str, str], answers: Mapping[str, Parsed], profile: str,
                     settings: MatchSettings | None = None) -> list[tuple[str, str]]:
-    """Pairs of ids in one benchmark holding the same problem (the same numbers, near-equal text)
-    with keys that grade different."""
+    """Pairs of ids in one benchmark holding the same problem (numbers agreeing at
+    ``duplicate_numbers``, text at ``duplicate_text``) with keys that grade different."""
     s = settings or MatchSettings()
-    by_nums: dict[tuple[str, ...], list[_Doc]] = defaultdict(list)
-    for pid, q in questions.items():
-        d = _doc(pid, q)
-        if len(d.nums) >= 2:
-            by_nums[tuple(sorted(d.nums))].append(d)
+    docs = [d for d in (_doc(pid, q) for pid, q in questions.items()) if len(d.nums) >= 2]
     out = []
-    for group in by_nums.values():
-        for i, a in enumerate(group):
-            for b in group[i + 1:]:
-                ka, kb = answers.get(a.id), answers.get(b.id)
-                if ka is None or kb is None or grade_parsed(ka, kb, profile):
-                    continue
-                if difflib.SequenceMatcher(None, a.words, b.words, autojunk=False).ratio() >= s.duplicate_text:
-                    out.append((a.id, b.id))
+    for i, a in enumerate(docs):
+        for b in docs[i + 1:]:
+            if _multiset_jaccard(a.numc, b.numc) < s.duplicate_numbers:
+                continue
+            ka, kb = answers.get(a.id), answers.get(b.id)
+            if ka is None or kb is None or grade_parsed(ka, kb, profile):
+                continue
+            if difflib.SequenceMatcher(None, a.words, b.words, autojunk=False).ratio() >= s.duplicate_text:
+                out.append((a.id, b.id))
     return out
 
 
@@ -492,7 +492,8 @@ def audit_problem(benchmark: str, pid: str, key: Parsed, ev: ProblemEvidence | N
         verdict, alternative = "unknown", ""
         why = ("no solve-sourced answer" if not solved else f"inconclusive: {miss}")
     if duplicate_of:
-        why += f"; the same problem appears as {duplicate_of} with another key"
+        why += (f"; {duplicate_of} in the same benchmark is a near-duplicate (same or nearly the same numbers "
+                "and text) keyed differently")
     return AuditRow(
         benchmark=benchmark, problem_id=pid, key=show(key), verdict=verdict, alternative=alternative,
         evidence=",".join(k for k in EVIDENCE_KINDS if any(f.kind == k for f in findings)),

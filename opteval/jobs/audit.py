@@ -171,7 +171,7 @@ def markdown(rows: list[AuditRow], variants: dict[str, tuple[str, dict[str, Any]
     if variants:
         lines += ["", "## Variants matched by content", "",
                   "| benchmark | counterpart | matched (same data) | changed (other data) | ambiguous | no counterpart "
-                  "| duplicates with other keys |", "|---|---|---:|---:|---:|---:|---:|"]
+                  "| near-duplicates keyed differently |", "|---|---|---:|---:|---:|---:|---:|"]
         for bench, (other, _keys, rep) in variants.items():
             c = rep.counts()
             dups = sum(1 for b, *_ in rep.duplicates if b == bench)
