@@ -69,7 +69,8 @@ def test_consensus_on_a_simulated_multi_model_sweep(multi, capsys):
         picked = random.Random(seed).sample(sorted(keys), 5)
         changed = dict(keys)
         for pid in picked:
-            changed[pid] = 1234.5 if isinstance(keys[pid], str) else keys[pid] * 1.37 + 11
+            old = keys[pid]
+            changed[pid] = old * 1.37 + 11 if isinstance(old, float) else 1234.5
         recall, precision, flags = A.recall_precision(A.audit({"sample": changed}, col), {("sample", p) for p in picked})
         print(f"seed {seed}: recall {recall:.2f} precision {precision:.2f} flags {flags}")
         assert precision >= 0.9
