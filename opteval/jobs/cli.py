@@ -23,6 +23,7 @@ COMMANDS: dict[str, str] = {
     "serve": "stand model endpoints up without a sweep and print their URLs",
     "data": "fetch, list and verify the benchmark files (pinned upstreams, sha256-checked)",
     "regrade": "re-grade published completions through the real sandbox",
+    "audit": "audit the answer keys from ledgers and pinned variants: which keys to trust (docs/audit.md)",
     "rewards": "verifiable rewards for RL trainers: score a file, or serve POST /rewards",
     "mutants": "hard negatives for a semantic reward model: mutants of faithful programs",
     "view": "a static HTML viewer of a sweep from its ledger: every trajectory, its calls, programs and grade",

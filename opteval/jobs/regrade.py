@@ -28,6 +28,11 @@ the accuracy line last::
 ``reference_feasible``, ``reference_violation``: ``opteval.evalcore.formulation``). Exit code 2 with
 one line naming the file and line, or the ids, when an input is bad (not UTF-8, nested too
 deeply, an integer over Python's 4300-digit limit, a directory, a damaged Parquet file) or a completion has no answer.
+
+``--ledger DIR --model NAME --benchmark SLUG [--method NAME]`` also writes the results as a ledger
+(``DIR`` = ``<output_dir>/<sweep name>``: the sweep ledger's schema, ``simulated=false``), which
+``opteval report``, ``opteval view`` and ``opteval audit`` read beside sweeps (issue 37). The
+completions' ids must then be the benchmark's own ids.
 """
 from __future__ import annotations
 
@@ -181,6 +186,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--workers", type=int, default=4)
     parser.add_argument("--wall-s", type=float, default=None, help="per-program wall limit (Limits default if unset)")
     parser.add_argument("--details", type=Path, default=None, help="write one JSON line per completion here")
+    parser.add_argument("--ledger", type=Path, default=None,
+                        help="also write the results as a ledger here (<output_dir>/<sweep name>)")
+    parser.add_argument("--model", default=None, help="with --ledger: the model that wrote the completions")
+    parser.add_argument("--benchmark", default=None, help="with --ledger: the benchmark slug the ids belong to")
+    parser.add_argument("--method", default="published", help="with --ledger: the method column (default published)")
     return parser.parse_args(argv)
 
 
@@ -190,6 +200,8 @@ def main(argv: list[str] | None = None) -> int:
         check_input(args.completions)
         check_input(args.answers, jsonl_only=True)
         check_writable(args.details, "--details")
+        if args.ledger is not None and not (args.model and args.benchmark):
+            raise RegradeInputError("--ledger needs --model NAME and --benchmark SLUG (the ledger's columns)")
         missing = missing_packages(args.extraction)
         if missing:
             raise RegradeInputError(missing)
@@ -211,6 +223,19 @@ def main(argv: list[str] | None = None) -> int:
                 fh.write(json.dumps({"id": v.id, "sample": v.sample, "reason": v.reason or "correct",
                                      "submission": _jsonable(v.submission), "outcome": v.outcome,
                                      "why": v.why, **_verification_keys(v)}) + "\n")
+    if args.ledger is not None:
+        from opteval.jobs.regrade_ledger import write_ledger
+        from opteval.sweepcore.ledger import LedgerError
+
+        try:
+            n = write_ledger(args.ledger, verdicts, records, model=args.model, method=args.method,
+                             benchmark=args.benchmark, profile=args.grading, extraction=args.extraction,
+                             source=str(args.completions))
+        except (LedgerError, OSError) as exc:
+            print(f"regrade: error: --ledger {args.ledger}: {' '.join(str(exc).split())[:300]}", file=sys.stderr)
+            return ExitCode.USAGE
+        print(f"regrade: ledger {args.ledger}: {n} rows committed (model {args.model}, benchmark {args.benchmark})",
+              file=sys.stderr)
     for line in why_lines(verdicts):
         print(line, file=sys.stderr)
     unused = len(set(answers) - {r.id for r in records})

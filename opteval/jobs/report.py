@@ -9,6 +9,8 @@ Options:
                          (default: <output_dir>/<sweep.name>/report when local)
     --profile NAME       grading profile of the main table (default: the sweep's grading.profile)
     --compare A,B        paired comparison of methods A and B by problem (McNemar or paired bootstrap)
+    --audit DIR          accuracy on trusted keys beside the raw (suspect keys of opteval audit's DIR left
+                         out), and with --compare each difference recomputed on them (docs/audit.md)
     --bootstrap B        resamples of the problem-level bootstrap intervals (default 2000)
     --seed S             seed of those resamples (default 0)
     --summary            print only the short results table (no full report)
@@ -36,7 +38,7 @@ from opteval.sweepcore.ledger import Ledger, LedgerError, columns_without
 from opteval.sweepcore.tracking import SUMMARY_READ, Tracker, results_markdown, summarize_ledger, sync_from_ledger, ui_command
 
 FLAGS = ("--sync-mlflow", "--from-mlflow", "--summary")
-VALUED = ("--out", "--profile", "--compare", "--bootstrap", "--seed")
+VALUED = ("--out", "--profile", "--compare", "--bootstrap", "--seed", "--audit")
 
 
 class UsageError(ValueError):
@@ -119,6 +121,7 @@ def full_report(cfg: SweepConfig, ledger: Ledger, opts: dict[str, Any], tracker:
                              + (f"; did you mean {close[0]!r}?" if close else ""))
     out = Path(opts["--out"]) if opts["--out"] else default_out(ledger)
     check_out_dir(out)
+    suspects = load_suspects(opts["--audit"]) if opts.get("--audit") else None
     report = build_report(table, answer_keys(cfg, sorted(plan_df["benchmark"].unique())), plan_df,
                           model_meta=model_meta(sorted(plan_df["model"].unique())), profile=profile,
                           compare=compare, n_resamples=n_resamples, seed=seed)
@@ -128,6 +131,8 @@ def full_report(cfg: SweepConfig, ledger: Ledger, opts: dict[str, Any], tracker:
                         f"sweep.name={cfg.sweep.name}` writes {view}{link}")
     paths = report.write(out)
     print(report.markdown())
+    if suspects is not None:
+        paths += trusted_section(table, plan_df, suspects, compare, n_resamples, seed, out)
     print(f"report written to {out} ({len(paths)} files: report.md, summary.json, main_table.csv, main_table.tex, "
           "plots/)")
     if len(report.missing):
@@ -135,6 +140,25 @@ def full_report(cfg: SweepConfig, ledger: Ledger, opts: dict[str, Any], tracker:
     if tracker is not None:
         tracker.log_report(paths, out)
     return 0
+
+
+def load_suspects(audit_dir: str) -> dict[str, set[str]]:
+    from opteval.evalcore import audit_report
+
+    try:
+        return audit_report.load_suspects(audit_dir)[0]
+    except audit_report.AuditFileError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def trusted_section(table: Any, plan_df: Any, suspects: dict[str, set[str]], compare: tuple[str, str] | None,
+                    n_resamples: int, seed: int, out: Path) -> list[Path]:
+    """``--audit DIR``: raw and trusted accuracy side by side (opteval.evalcore.audit_report)."""
+    from opteval.evalcore import audit_report
+
+    result = audit_report.trusted_report(table, plan_df, suspects, compare, n_resamples, seed)
+    print("\n".join(result.lines))
+    return audit_report.write(result, out)
 
 
 def semopt_methods(methods: list[str]) -> list[str]:

@@ -1,14 +1,15 @@
 """Write a static HTML viewer of a sweep from its ledger: every trajectory, filterable, one page each.
 
-    opteval view sweep.name=NAME [sweep.output_dir=DIR] [--out DIR] [--max-pages N] [--mlflow]
+    opteval view sweep.name=NAME [sweep.output_dir=DIR] [--out DIR] [--max-pages N] [--mlflow] [--audit DIR]
 
 The site is ``<output_dir>/<sweep.name>/view/index.html`` (or under --out): it opens from the file
 system with no server. Each trajectory page shows every model call (messages and reply), every
 program with its output or error, and how the grade came about; planned trajectories that were
 never committed and error rows are listed with their reasons. --max-pages caps how many trajectory
 pages are written (default 20000; errors, missing, unsubmitted and wrong first); the index always
-lists every trajectory. --mlflow also attaches the site to the sweep's MLflow run (artifacts: view/).
-No Ray import.
+lists every trajectory. --audit DIR (opteval audit's output) marks the problems whose answer key is
+suspect, on their pages and in audit.html, with the evidence. --mlflow also attaches the site to
+the sweep's MLflow run (artifacts: view/). No Ray import.
 """
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ from opteval.sweepcore.config import ConfigError, load_config
 from opteval.sweepcore.ledger import Ledger, LedgerError
 
 FLAGS = ("--mlflow",)
-VALUED = ("--out", "--max-pages")
+VALUED = ("--out", "--max-pages", "--audit")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -53,7 +54,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return ExitCode.USAGE
     keys = answer_keys(cfg, sorted(set(plan.column("benchmark").to_pylist())))
+    if opts["--audit"] and not (Path(opts["--audit"]) / "audit.parquet").is_file():
+        print(f"error: --audit {opts['--audit']}: no audit.parquet (write one with opteval audit ... --out DIR)",
+              file=sys.stderr)
+        return ExitCode.USAGE
     site = write_site(table, plan, out, keys, title=f"sweep {cfg.sweep.name}", max_pages=max_pages)
+    if opts["--audit"]:
+        from opteval.evalcore.audit_view import mark_site
+
+        print(f"audit: {mark_site(out, opts['--audit'], table)} trajectory pages marked suspect; {out / 'audit.html'}")
     print(f"view written to {site.index.resolve()} ({site.trajectories} trajectories, {site.pages} pages, "
           f"{site.errors} errors, {site.missing} missing); open it in a browser")
     if opts["--mlflow"]:
