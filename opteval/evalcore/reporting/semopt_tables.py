@@ -65,10 +65,10 @@ def semopt_candidates(prep: Prepared, methods: Sequence[str], profile: str) -> p
     t = prep.traj[prep.traj["method"].isin(list(methods)) & prep.traj["present"]]
     rows = []
     for row in t.itertuples(index=False):
-        execs = _loads(row.execs)
-        for a in _annotations(_nn(row.transcript)):
+        subs = row.semopt_subs or []
+        for a in row.semopt_ann or []:
             e = a.get("exec")
-            sub = execs[e].get("submission") if isinstance(e, int) and 0 <= e < len(execs) else None
+            sub = subs[e] if isinstance(e, int) and 0 <= e < len(subs) else None
             correct = sub is not None and grade_parsed(parse_submission(sub), row.expected, profile)
             rows.append({**{k: getattr(row, k) for k in KEYS}, "candidate": a.get("candidate"),
                          "phase": a.get("phase"), "executed": bool(a.get("executed")), "R": a.get("R"),
