@@ -34,7 +34,15 @@ from opteval.exit_codes import ExitCode
 from opteval.jobs.paper_report import run_merged, wants
 from opteval.sweepcore.config import ConfigError, SweepConfig, load_config, method_config, model_config
 from opteval.sweepcore.ledger import DETAIL_COLUMNS, Ledger, LedgerError, columns_without
-from opteval.sweepcore.tracking import SUMMARY_READ, Tracker, results_markdown, summarize_ledger, sync_from_ledger, ui_command
+from opteval.sweepcore.tracking import (
+    SUMMARY_COLUMNS,
+    Tracker,
+    ledger_summary,
+    results_markdown,
+    summarize_ledger,
+    sync_from_ledger,
+    ui_command,
+)
 
 FLAGS = ("--sync-mlflow", "--from-mlflow", "--summary")
 VALUED = ("--out", "--profile", "--compare", "--bootstrap", "--seed")
@@ -268,7 +276,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             print(f"MLflow sync failed ({tracker.uri}); see the warnings above", file=sys.stderr)
     else:
-        summary = summarize_ledger(ledger.read_table(columns=SUMMARY_READ), plan)
+        summary = summarize_ledger(ledger_summary(ledger, SUMMARY_COLUMNS), plan)
     committed = int(summary["scored"].sum()) if len(summary) else 0
     if opts["--summary"]:
         families = {m: v["family"] for m, v in model_meta(list(cfg.models)).items()}
