@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import pyarrow as pa
 import pyarrow.compute as pc
 
 from opteval.exit_codes import ExitCode
@@ -261,6 +262,21 @@ def main(argv: list[str] | None = None) -> int:
     except (ConfigError, LedgerError, UsageError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return ExitCode.USAGE
+    try:
+        return _report(cfg, ledger, opts)
+    except MemoryError:  # pyarrow's ArrowMemoryError too; a kernel OOM kill cannot be answered
+        print(f"error: the ledger {ledger.uri} does not fit in this process's memory (out of memory while reading "
+              "it); run the report on a machine with more memory, or with --summary", file=sys.stderr)
+        return ExitCode.FAILED
+    except (LedgerError, pa.ArrowException) as exc:  # a damaged or unreadable file met while reading
+        first = " ".join(str(exc).split())[:300]
+        print(f"error: cannot read the ledger {ledger.uri}: {type(exc).__name__}: {first}; "
+              "opteval sweep ... sweep.repair=true quarantines a damaged file", file=sys.stderr)
+        return ExitCode.USAGE
+
+
+def _report(cfg: SweepConfig, ledger: Ledger, opts: dict[str, Any]) -> int:
+    """``main`` once the ledger is open: every read of it happens here (see ``main``'s error lines)."""
     plan = ledger.read_plan()
     if plan is None:
         print(f"error: {no_plan_message(ledger)}", file=sys.stderr)

@@ -118,3 +118,24 @@ def test_transcripts_never_read_without_semopt(tmp_path, monkeypatch, capsys):
     assert asked and not [cols for cols in asked if "transcript" in cols or "<every column>" in cols]
     summary = json.loads((out / "summary.json").read_text())
     assert sum(r["n_planned"] for r in summary["records"] if r["benchmark"] != "Macro") == len(plan)
+
+
+def test_a_ledger_too_large_for_memory_is_one_line_exit_1(tmp_path, monkeypatch, capsys):
+    _sweep(tmp_path, "direct")
+
+    def no_memory(*a, **kw):
+        raise MemoryError
+
+    monkeypatch.setattr(report_job, "report_rows", no_memory)
+    rc = report_job.main([f"sweep.output_dir={tmp_path}", "sweep.name=st", "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 1 and len(err) == 1 and "does not fit in this process's memory" in err[0]
+
+
+def test_an_unreadable_ledger_file_is_one_line_exit_2(tmp_path, capsys):
+    led, _ = _sweep(tmp_path, "direct")
+    part = sorted(led.files())[-1]
+    Path(part).write_bytes(b"PAR1 garbage, not a Parquet file PAR1")
+    rc = report_job.main([f"sweep.output_dir={tmp_path}", "sweep.name=st", "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1 and err[0].startswith("error:") and "Traceback" not in err[0]
