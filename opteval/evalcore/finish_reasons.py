@@ -61,10 +61,13 @@ def cell_counts(table: Any, by: tuple[str, ...] = ("model", "method", "benchmark
 
     df = table.to_pandas() if hasattr(table, "to_pandas") else table
     cols = list(by)
-    if df is None or len(df) == 0 or "calls" not in df.columns:
+    reduced = df is not None and all(c in df.columns for c in COLUMNS)  # counted as the rows were read
+    if df is None or len(df) == 0 or ("calls" not in df.columns and not reduced):
         return pd.DataFrame(columns=[*cols, *COLUMNS])
     if "key" in df.columns and df["key"].duplicated().any():
         df = df.drop_duplicates("key", keep="last")
+    if reduced and "calls" not in df.columns:
+        return df[[*cols, *COLUMNS]].groupby(cols, sort=False, as_index=False)[list(COLUMNS)].sum()
     status = df["status"] if "status" in df.columns else pd.Series([None] * len(df), index=df.index)
     counts = pd.DataFrame([trajectory_counts(_calls(c), s) for c, s in zip(df["calls"], status)], index=df.index)
     return pd.concat([df[cols], counts], axis=1).groupby(cols, sort=False, as_index=False)[list(COLUMNS)].sum()

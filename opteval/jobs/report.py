@@ -29,13 +29,23 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
+import pyarrow as pa
 import pyarrow.compute as pc
 
 from opteval.exit_codes import ExitCode
 from opteval.jobs.paper_report import run_merged, wants
 from opteval.sweepcore.config import ConfigError, SweepConfig, load_config, method_config, model_config
-from opteval.sweepcore.ledger import Ledger, LedgerError, columns_without
-from opteval.sweepcore.tracking import SUMMARY_READ, Tracker, results_markdown, summarize_ledger, sync_from_ledger, ui_command
+from opteval.sweepcore.ledger import DETAIL_COLUMNS, Ledger, LedgerError, columns_without
+from opteval.sweepcore.tracking import (
+    SUMMARY_COLUMNS,
+    Tracker,
+    ledger_summary,
+    results_markdown,
+    summarize_ledger,
+    sync_from_ledger,
+    ui_command,
+)
 
 FLAGS = ("--sync-mlflow", "--from-mlflow", "--summary")
 VALUED = ("--out", "--profile", "--compare", "--bootstrap", "--seed", "--audit")
@@ -173,19 +183,29 @@ def semopt_methods(methods: list[str]) -> list[str]:
     return out
 
 
-def report_rows(ledger: Ledger, methods: list[str]) -> Any:
-    """The ledger's rows as pandas without the transcripts (95% of a row's bytes at the paper's
-    tokens), which only SemOPT's tables read: those methods' rows get theirs in a second, filtered
-    read (issue 44: the report's memory no longer follows the transcripts' size)."""
-    table = ledger.read_table(columns=columns_without("transcript")).to_pandas()
+BATCH_ROWS = 2048  # rows per record batch of the report's streaming read
+
+
+def report_rows(ledger: Ledger, methods: list[str], batch_rows: int = BATCH_ROWS) -> Any:
+    """The ledger's rows as pandas, read in record batches of ``batch_rows`` and reduced as they are
+    read (``opteval.evalcore.reporting.frame.reduce_rows``: ``calls`` and ``execs`` give way to the few
+    values the tables derive from them), so the report holds no JSON detail column (issue 44). The
+    transcripts are 95% of a row's bytes and only SemOPT's tables read them (its candidates'
+    annotations): those are taken in one filtered streaming pass over the SemOPT methods' rows; no
+    other row's transcript is ever read."""
+    from opteval.evalcore.reporting.frame import reduce_rows, semopt_annotations
+
     sem = semopt_methods(methods)
-    table["transcript"] = None
-    if sem and len(table):
-        texts = ledger.read_table(columns=["key", "transcript"], filter=pc.field("method").isin(sem))
-        by_key = dict(zip(texts.column("key").to_pylist(), texts.column("transcript").to_pylist()))
-        table["transcript"] = table["key"].map(by_key).astype(object)
-        table["transcript"] = table["transcript"].where(table["transcript"].notna(), None)
-    return table
+    annotations: dict[str, list[dict[str, Any]]] = {}
+    if sem:
+        for batch in ledger.scan(["key", "transcript"], batch_rows, filter=pc.field("method").isin(sem)):
+            for key, text in zip(batch.column(0).to_pylist(), batch.column(1).to_pylist()):
+                annotations[key] = semopt_annotations(text)  # a key read twice: its last row, as read_table
+    columns = columns_without(*DETAIL_COLUMNS) + ["calls", "execs"]
+    parts = [reduce_rows(batch.to_pandas(), annotations) for batch in ledger.scan(columns, batch_rows)]
+    if not parts:
+        return reduce_rows(ledger.read_table(columns=columns).to_pandas(), annotations)
+    return pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
 
 
 def _int_opt(opts: dict[str, Any], name: str, default: int, minimum: int) -> int:
@@ -266,6 +286,21 @@ def main(argv: list[str] | None = None) -> int:
     except (ConfigError, LedgerError, UsageError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return ExitCode.USAGE
+    try:
+        return _report(cfg, ledger, opts)
+    except MemoryError:  # pyarrow's ArrowMemoryError too; a kernel OOM kill cannot be answered
+        print(f"error: the ledger {ledger.uri} does not fit in this process's memory (out of memory while reading "
+              "it); run the report on a machine with more memory, or with --summary", file=sys.stderr)
+        return ExitCode.FAILED
+    except (LedgerError, pa.ArrowException) as exc:  # a damaged or unreadable file met while reading
+        first = " ".join(str(exc).split())[:300]
+        print(f"error: cannot read the ledger {ledger.uri}: {type(exc).__name__}: {first}; "
+              "opteval sweep ... sweep.repair=true quarantines a damaged file", file=sys.stderr)
+        return ExitCode.USAGE
+
+
+def _report(cfg: SweepConfig, ledger: Ledger, opts: dict[str, Any]) -> int:
+    """``main`` once the ledger is open: every read of it happens here (see ``main``'s error lines)."""
     plan = ledger.read_plan()
     if plan is None:
         print(f"error: {no_plan_message(ledger)}", file=sys.stderr)
@@ -281,7 +316,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             print(f"MLflow sync failed ({tracker.uri}); see the warnings above", file=sys.stderr)
     else:
-        summary = summarize_ledger(ledger.read_table(columns=SUMMARY_READ), plan)
+        summary = summarize_ledger(ledger_summary(ledger, SUMMARY_COLUMNS), plan)
     committed = int(summary["scored"].sum()) if len(summary) else 0
     if opts["--summary"]:
         families = {m: v["family"] for m, v in model_meta(list(cfg.models)).items()}

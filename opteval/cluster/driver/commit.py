@@ -22,7 +22,7 @@ from opteval.sweepcore.backends import is_simulated
 from opteval.sweepcore.ledger import CommitError, Ledger, LedgerError, error_row, trajectory_row
 from opteval.sweepcore.ledger.models import store_models
 from opteval.sweepcore.plan import PlanItem
-from opteval.sweepcore.tracking import SUMMARY_READ, summarize_ledger
+from opteval.sweepcore.tracking import SUMMARY_COLUMNS, ledger_summary, summarize_ledger
 
 
 class Committer:
@@ -123,4 +123,4 @@ def reference_for(benchmark: str, problem_id: str) -> Reference | None:
 
 def results_summary(prep: Prepared) -> Any:
     """Per model x method x benchmark accounting recomputed from the committed ledger and its plan."""
-    return summarize_ledger(prep.ledger.read_table(columns=SUMMARY_READ), prep.ledger.read_plan())
+    return summarize_ledger(ledger_summary(prep.ledger, SUMMARY_COLUMNS), prep.ledger.read_plan())

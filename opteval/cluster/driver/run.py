@@ -45,7 +45,16 @@ from opteval.sweepcore.config import SweepConfig, methods_for
 from opteval.sweepcore.ledger import LedgerError
 from opteval.sweepcore.placement import placement
 from opteval.sweepcore.plan import PlanItem, by_model, plan_counts
-from opteval.sweepcore.tracking import BackgroundStart, OffLoop, Tracker, end_line, model_families, results_markdown, ui_command
+from opteval.sweepcore.tracking import (
+    BackgroundStart,
+    OffLoop,
+    Tracker,
+    end_line,
+    ledger_summary,
+    model_families,
+    results_markdown,
+    ui_command,
+)
 
 EXIT_CLUSTER_LOST = ExitCode.STARTUP  # jobs/sweep.py's EXIT_STARTUP: Ray did not start, or the cluster it started stopped
 
@@ -277,8 +286,8 @@ def finalize(prep: Prepared, tracker: Tracker | None = None, interrupted: bool =
     """Print the results table (marked SIMULATED when it is), log it to MLflow, say where things are."""
     summary = None
     if tracker is not None:
-        # MLflow's traces carry calls and executions: the whole rows are read only when tracking
-        table, plan = prep.ledger.read_table(), prep.ledger.read_plan()
+        # the small columns only: the traced rows' calls, executions and transcripts are read apart
+        table, plan = ledger_summary(prep.ledger), prep.ledger.read_plan()
         tracker.ledger_uri = prep.ledger.trajectories_uri
         background = getattr(tracker, "background", None)
         if background is not None:
@@ -291,13 +300,15 @@ def finalize(prep: Prepared, tracker: Tracker | None = None, interrupted: bool =
         budget = 0.8 * offloop.timeout_s if offloop is not None else None  # within the bound of one call
         # a signal after the last trajectory skips the traces (the slow part); report --sync-mlflow logs them
         traced = (None if signals.pending() else
-                  _tracked(tracker, "log traces", tracker.log_traces, table, plan, budget))
+                  _tracked(tracker, "log traces", tracker.log_traces, table, plan, budget, prep.ledger))
         if traced is not None:
-            left = (f"; {traced[1]} left: opteval report sweep.name={prep.cfg.sweep.name} --sync-mlflow logs them"
-                    if traced[1] else "")
-            print(f"[sweep] MLflow traces: {traced[0]} trajectories logged (tracking.traces={tracker.traces}){left}",
-                  flush=True)
-        _tracked(tracker, "end runs", tracker.finish, "KILLED" if interrupted else "FINISHED")
+            left = (f"; {traced.left} left: opteval report sweep.name={prep.cfg.sweep.name} --sync-mlflow logs them"
+                    if traced.left else "")
+            print(f"[sweep] MLflow traces: {traced.line(tracker.traces)}{left}", flush=True)
+        status = "KILLED" if interrupted else "FINISHED"
+        _tracked(tracker, "end runs", tracker.finish, status)
+        if not tracker.finished:  # a time bound fired (tracking went off): no run is left RUNNING
+            tracker.finish_anyway(status, prep.cfg.tracking.timeout_s)
     if summary is None:
         summary = results_summary(prep)
     title = f"sweep {prep.cfg.sweep.name}" + (" (interrupted: partial)" if interrupted else "")

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -81,6 +82,8 @@ def number(v: Any) -> float | None:
 
 
 def _loads(text: Any) -> list[Any]:
+    if isinstance(text, list):
+        return text
     text = _nn(text)
     if not text:
         return []
@@ -91,20 +94,104 @@ def _loads(text: Any) -> list[Any]:
     return val if isinstance(val, list) else []
 
 
-def to_frame(table: Any) -> pd.DataFrame:
+def to_frame(table: Any, reduce: bool = False) -> pd.DataFrame:
     """A ledger table (pyarrow or pandas) as pandas with every LEDGER_SCHEMA column,
     absent ones filled with nulls; duplicate keys keep the last committed row (a retry
-    replaces its archived attempt)."""
+    replaces its archived attempt). ``reduce`` (the report): the JSON detail columns (``calls``,
+    ``execs``, ``transcript``) replaced by what the report derives from them (:func:`reduce_rows`;
+    a table already reduced, as ``opteval report`` streams it, is kept)."""
     df = table.to_pandas() if hasattr(table, "to_pandas") and not isinstance(table, pd.DataFrame) else pd.DataFrame(table)
-    df = df.copy()
+    if reduce:
+        df = reduce_rows(df) if not is_reduced(df) else df.copy()
+    else:
+        df = df.copy()
     for name in LEDGER_SCHEMA.names:
-        if name not in df.columns:
+        if name not in df.columns and not (reduce and name in RAW_DETAIL):
             df[name] = None
     if len(df) and df["key"].duplicated().any():
         if df["committed_at"].notna().all():
             df = df.sort_values("committed_at", kind="stable")
         df = df.drop_duplicates("key", keep="last")
     return df.reset_index(drop=True)
+
+
+# -- reduced rows: what the report needs from the JSON detail columns ----------------------------
+
+# The ledger's JSON columns a report row is reduced from (issue 44: a reader holds what it derives,
+# never the calls, executions or transcripts themselves; the transcripts are 95% of a row's bytes).
+RAW_DETAIL = ("calls", "execs", "transcript")
+SEMOPT_STAGES = ("generate", "reflect", "expand", "critic")
+# per-row derived columns (absent trajectories: :data:`ABSENT`)
+DERIVED = ("last_exec_outcome", "first_outcome", "final_model", "solver_infeasible", "call_latencies",
+           "truncated_calls", "rejected_calls", "ended_truncated", "ended_rejected", "exec_runs", "exec_uncontained",
+           "semopt_ann", "semopt_subs", "semopt_stages", "semopt_n_calls")
+# the values of an absent (planned, never committed) trajectory, as the raw path derived them from nulls
+ABSENT: dict[str, Any] = {"last_exec_outcome": None, "first_outcome": None, "final_model": None,
+                          "solver_infeasible": False, "call_latencies": [], "truncated_calls": 0, "rejected_calls": 0,
+                          "ended_truncated": 0, "ended_rejected": 0, "exec_runs": 0, "exec_uncontained": 0,
+                          "semopt_ann": [], "semopt_subs": None, "semopt_stages": (0, 0, 0, 0), "semopt_n_calls": 0}
+# low-cardinality text columns shared as one object per value across record batches
+_INTERN = ("sweep", "model", "method", "benchmark", "problem_id", "status", "extraction", "grading_profile",
+           "first_exec_outcome", "answer_source", "reference_match", "submission_status")
+
+
+def is_reduced(df: Any) -> bool:
+    return "exec_runs" in getattr(df, "columns", ())
+
+
+def semopt_annotations(transcript: Any) -> list[dict[str, Any]]:
+    """The harness's ``"semopt"`` candidate annotations of one transcript, in its order."""
+    entries = _loads(transcript) if isinstance(transcript, str) or transcript is None else list(transcript)
+    return [e["semopt"] for e in entries if isinstance(e, dict) and isinstance(e.get("semopt"), dict)]
+
+
+def reduce_rows(df: pd.DataFrame, annotations: Mapping[str, list[dict[str, Any]]] | None = None) -> pd.DataFrame:
+    """``df`` (ledger rows as pandas) with ``calls``, ``execs`` and ``transcript`` replaced by the
+    :data:`DERIVED` columns every report table reads. ``annotations``: SemOPT's candidate
+    annotations by key, when the transcripts were read apart (``opteval report`` reads them only for
+    SemOPT methods); otherwise they come from a ``transcript`` column, if any."""
+    from opteval.evalcore.finish_reasons import trajectory_counts
+
+    n = len(df)
+    calls_col = df["calls"] if "calls" in df.columns else [None] * n
+    execs_col = df["execs"] if "execs" in df.columns else [None] * n
+    fo_col = df["first_exec_outcome"] if "first_exec_outcome" in df.columns else [None] * n
+    st_col = df["status"] if "status" in df.columns else [None] * n
+    if annotations is not None:
+        ann_col: Any = [annotations.get(k, []) for k in df["key"]]
+    elif "transcript" in df.columns:
+        ann_col = [semopt_annotations(_nn(x)) for x in df["transcript"]]
+    else:
+        ann_col = [[] for _ in range(n)]
+    cols: dict[str, list[Any]] = {c: [] for c in DERIVED}
+    for raw_ca, raw_ex, fo, st, ann in zip(calls_col, execs_col, fo_col, st_col, ann_col):
+        ex, ca = _loads(raw_ex), _loads(raw_ca)
+        outs = [e.get("outcome") for e in ex if isinstance(e, dict)]
+        cols["last_exec_outcome"].append(outs[-1] if outs else None)
+        cols["first_outcome"].append(_nn(fo) if _nn(fo) is not None else (outs[0] if outs else None))
+        cols["final_model"].append(_final_model(ex))
+        last_models = (ex[-1].get("models") or []) if ex and isinstance(ex[-1], dict) else []
+        cols["solver_infeasible"].append(any(isinstance(m, dict) and str(m.get("status", "")).lower() == "infeasible"
+                                             for m in last_models))
+        cols["call_latencies"].append([float(c["latency_s"]) for c in ca
+                                       if isinstance(c, dict) and c.get("latency_s") is not None])
+        for name, v in trajectory_counts([c for c in ca if isinstance(c, dict)], _nn(st)).items():
+            cols[name].append(v)
+        runs = [e for e in ex if isinstance(e, dict)]
+        cols["exec_runs"].append(len(runs))
+        cols["exec_uncontained"].append(sum(1 for e in runs if e.get("contained") is False))
+        cols["semopt_ann"].append(ann)
+        cols["semopt_subs"].append([e.get("submission") if isinstance(e, dict) else None for e in ex] if ann else None)
+        stages = [c.get("stage") for c in ca if isinstance(c, dict)]
+        cols["semopt_stages"].append(tuple(stages.count(s) for s in SEMOPT_STAGES))
+        cols["semopt_n_calls"].append(len(ca))
+    out = df.drop(columns=[c for c in RAW_DETAIL if c in df.columns])
+    for name in _INTERN:
+        if name in out.columns and out[name].dtype == object:
+            out[name] = [sys.intern(v) if isinstance(v, str) else v for v in out[name]]
+    for name in DERIVED:
+        out[name] = cols[name]
+    return out
 
 
 # -- per-row features ------------------------------------------------------------------------
@@ -154,25 +241,11 @@ def classify(parsed: Parsed, expected: Parsed, correct: bool, status: str | None
 
 
 def _features(df: pd.DataFrame) -> pd.DataFrame:
-    """Per-row derived columns from the JSON fields."""
-    execs = [_loads(x) for x in df["execs"]]
-    calls = [_loads(x) for x in df["calls"]]
-    last_out, first_out, fmodel, infeas, call_lat = [], [], [], [], []
-    for ex, ca, fo in zip(execs, calls, df["first_exec_outcome"]):
-        outs = [e.get("outcome") for e in ex if isinstance(e, dict)]
-        last_out.append(outs[-1] if outs else None)
-        first_out.append(_nn(fo) if _nn(fo) is not None else (outs[0] if outs else None))
-        fm = _final_model(ex)
-        fmodel.append(fm)
-        last_models = (ex[-1].get("models") or []) if ex and isinstance(ex[-1], dict) else []
-        infeas.append(any(isinstance(m, dict) and str(m.get("status", "")).lower() == "infeasible" for m in last_models))
-        call_lat.append([float(c["latency_s"]) for c in ca if isinstance(c, dict) and c.get("latency_s") is not None])
+    """The derived columns of every planned trajectory (an absent one: :data:`ABSENT`)."""
     out = pd.DataFrame(index=df.index)
-    out["last_exec_outcome"] = last_out
-    out["first_outcome"] = first_out
-    out["final_model"] = fmodel
-    out["solver_infeasible"] = infeas
-    out["call_latencies"] = call_lat
+    present = list(df["present"])
+    for name in DERIVED:
+        out[name] = [v if pres else ABSENT[name] for v, pres in zip(df[name], present)]
     return out
 
 
@@ -194,7 +267,7 @@ def _plan_counts(planned: Any) -> tuple[dict[tuple[str, str, str], int], pd.Data
 def prepare(table: Any, answer_keys: Mapping[str, AnswerKey], planned: Any,
             profiles: tuple[str, ...] = PROFILE_NAMES) -> Prepared:
     """Join ledger rows onto the plan and grade each planned trajectory under ``profiles``."""
-    df = to_frame(table)
+    df = to_frame(table, reduce=True)
     counts, plan = _plan_counts(planned)
     if plan is not None and "key" in plan.columns and len(df):
         df = df[df["key"].isin(set(plan["key"]))].reset_index(drop=True)
@@ -254,7 +327,7 @@ def prepare(table: Any, answer_keys: Mapping[str, AnswerKey], planned: Any,
 def _grade(traj: pd.DataFrame, answer_keys: Mapping[str, AnswerKey], profiles: tuple[str, ...]) -> pd.DataFrame:
     traj = traj.reset_index(drop=True)
     feats = _features(traj)
-    traj = pd.concat([traj, feats], axis=1)
+    traj = pd.concat([traj.drop(columns=list(DERIVED)), feats], axis=1)
     parsed, expected = [], []
     for bench, pid, sub, present in zip(traj["benchmark"], traj["problem_id"], traj["submission"], traj["present"]):
         key = answer_keys.get(bench)

@@ -287,6 +287,8 @@ def _summary_records(self: Report) -> list[dict[str, Any]]:
 def uncontained_runs(df: Any) -> tuple[int, int]:
     """(program runs, how many of them ran uncontained) over every row's ``execs``."""
     names = list(getattr(df, "column_names", None) or getattr(df, "columns", []))
+    if "exec_runs" in names:  # rows reduced as they were read (frame.reduce_rows)
+        return int(pd.Series(df["exec_runs"]).sum()), int(pd.Series(df["exec_uncontained"]).sum())
     if "execs" not in names:
         return 0, 0
     col = df["execs"]

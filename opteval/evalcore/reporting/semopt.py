@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,7 +37,7 @@ import pandas as pd
 from opteval.evalcore.grading import DEFAULT_PROFILE, grade_parsed, parse_submission
 from opteval.evalcore.reporting import semopt_tables
 from opteval.evalcore.reporting.difficulty import EASY, HARD, LEVELS, MEDIUM, difficulty_labels
-from opteval.evalcore.reporting.frame import Prepared, _loads, _nn
+from opteval.evalcore.reporting.frame import Prepared, _nn
 
 STAGES = ("generate", "reflect", "expand", "critic")
 KEYS = ["model", "method", "benchmark", "problem_id", "sample"]
@@ -109,25 +108,25 @@ def semopt_trajectories(prep: Prepared, profile: str = DEFAULT_PROFILE) -> pd.Da
     """One row per planned trajectory of every semopt method: its candidates graded."""
     t = prep.traj
     rows = []
-    ann_by_row = [_annotations(_nn(x)) for x in t["transcript"]]
+    ann_by_row = [_annotations(x) for x in t["semopt_ann"]]
     methods = {m for m, ann in zip(t["method"], ann_by_row) if ann}
     for i, row in enumerate(t.itertuples(index=False)):
         if row.method not in methods:
             continue
-        ann, calls, execs = ann_by_row[i], _loads(row.calls), _loads(row.execs)
+        ann, subs = ann_by_row[i], row.semopt_subs or []
         expected = row.expected
         graded = []
         for a in ann:
             e = a.get("exec")
-            sub = execs[e].get("submission") if isinstance(e, int) and 0 <= e < len(execs) else None
+            sub = subs[e] if isinstance(e, int) and 0 <= e < len(subs) else None
             graded.append(bool(row.present) and sub is not None and grade_parsed(parse_submission(sub), expected, profile))
-        stages = Counter(c.get("stage") for c in calls if isinstance(c, dict))
+        stages = dict(zip(STAGES, row.semopt_stages))
         gate = next((a.get("gate") for a in ann if "gate" in a), None)
         ok = bool(getattr(row, f"ok_{profile}") or False)
         rows.append({
             **{k: getattr(row, k) for k in KEYS}, "present": bool(row.present),
             "simulated": bool(_nn(row.simulated) or False), "gate": gate, "n_candidates": len(ann),
-            "n_calls": len(calls), **{f"calls_{s}": int(stages.get(s, 0)) for s in STAGES},
+            "n_calls": int(row.semopt_n_calls), **{f"calls_{s}": int(stages.get(s, 0)) for s in STAGES},
             "best_of_n": ok, "pass_at_n": ok or any(graded), "init_ok": bool(graded[0]) if graded else False,
         })
     cols = KEYS + ["present", "simulated", "gate", "n_candidates", "n_calls"] + [f"calls_{s}" for s in STAGES] + [
@@ -135,10 +134,9 @@ def semopt_trajectories(prep: Prepared, profile: str = DEFAULT_PROFILE) -> pd.Da
     return pd.DataFrame(rows, columns=cols)
 
 
-def _annotations(transcript: Any) -> list[dict[str, Any]]:
-    entries = _loads(transcript) if isinstance(transcript, str) or transcript is None else list(transcript)
-    out = [e["semopt"] for e in entries if isinstance(e, dict) and isinstance(e.get("semopt"), dict)]
-    return sorted(out, key=lambda a: a.get("candidate", 0))
+def _annotations(ann: Any) -> list[dict[str, Any]]:
+    """A row's candidate annotations (frame.reduce_rows) by candidate."""
+    return sorted(ann or [], key=lambda a: a.get("candidate", 0))
 
 
 def _pct(x: pd.Series) -> float | None:

@@ -35,7 +35,7 @@ from scipy.stats import rankdata
 
 from opteval.evalcore.grading import grade_parsed, parse_submission
 from opteval.evalcore.reporting.difficulty import HARD, difficulty_labels
-from opteval.evalcore.reporting.frame import Prepared, _loads, _nn
+from opteval.evalcore.reporting.frame import Prepared, _nn
 
 CRITIC_LABELS = {
     "llm": ("LLM critic on the generation backbone: the paper's critic ablation (5.3, Figure 4(a); Table 6's "
@@ -65,10 +65,10 @@ def semopt_candidates(prep: Prepared, methods: Sequence[str], profile: str) -> p
     t = prep.traj[prep.traj["method"].isin(list(methods)) & prep.traj["present"]]
     rows = []
     for row in t.itertuples(index=False):
-        execs = _loads(row.execs)
-        for a in _annotations(_nn(row.transcript)):
+        subs = row.semopt_subs or []
+        for a in row.semopt_ann or []:
             e = a.get("exec")
-            sub = execs[e].get("submission") if isinstance(e, int) and 0 <= e < len(execs) else None
+            sub = subs[e] if isinstance(e, int) and 0 <= e < len(subs) else None
             correct = sub is not None and grade_parsed(parse_submission(sub), row.expected, profile)
             rows.append({**{k: getattr(row, k) for k in KEYS}, "candidate": a.get("candidate"),
                          "phase": a.get("phase"), "executed": bool(a.get("executed")), "R": a.get("R"),
@@ -77,11 +77,6 @@ def semopt_candidates(prep: Prepared, methods: Sequence[str], profile: str) -> p
                          "tau": a.get("tau")})
     cols = KEYS + ["candidate", "phase", "executed", "R", "S", "correct", "critic", "first_failed", "reflections", "tau"]
     return pd.DataFrame(rows, columns=cols)
-
-
-def _annotations(transcript: Any) -> list[dict[str, Any]]:
-    entries = _loads(transcript) if isinstance(transcript, str) or transcript is None else list(transcript)
-    return [e["semopt"] for e in entries if isinstance(e, dict) and isinstance(e.get("semopt"), dict)]
 
 
 def critic_labels(cands: pd.DataFrame, methods: Sequence[str]) -> dict[str, str]:

@@ -158,7 +158,7 @@ def _check_ranges(node: DictConfig) -> None:
                      "tracking.timeout_s"])
     _positive(node, ["serving.cpus_per_gpu", "serving.ingress_cpus", "serving.standin_ttft_s",
                      "tracking.traces_per_cell"], zero_ok=True)
-    _positive(node, ["limit_problems", "cluster.executors"], nullable=True)
+    _positive(node, ["limit_problems", "cluster.executors", "tracking.max_traces"], nullable=True)
     _positive(node, ["sampling.temperature", "sampling.base_seed", "cluster.retries",
                      "cluster.retry_backoff_s", "cluster.sandbox_pool"], zero_ok=True)
     _positive(node, ["serving.gpus"], zero_ok=True, nullable=True)

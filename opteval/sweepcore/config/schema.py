@@ -100,6 +100,7 @@ class TrackingSection:
     timeout_s: float = 30.0
     traces: str = "sample"
     traces_per_cell: int = 3
+    max_traces: int | None = None  # at most this many traces a sync (errors first); null: no cap
 
 
 @dataclass(frozen=True)

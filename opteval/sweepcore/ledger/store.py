@@ -296,13 +296,16 @@ class Ledger(ManifestMixin):
             return LEDGER_SCHEMA.empty_table() if columns is None else LEDGER_SCHEMA.empty_table().select(columns)
         return dataset.to_table(columns=columns, filter=filter)
 
-    def scan(self, columns: list[str], batch_rows: int = 8192) -> Iterator[pa.RecordBatch]:
+    def scan(self, columns: list[str], batch_rows: int = 8192, filter: Any = None) -> Iterator[pa.RecordBatch]:
         """The committed rows' ``columns`` one record batch at a time, for readers that aggregate as
-        they go (their memory then depends on the batch, not on the ledger's size)."""
+        they go (their memory then depends on the batch, not on the ledger's size). Read ahead is
+        kept to one fragment and one batch, so the batches in flight stay few. ``filter`` as in
+        :meth:`read_table`."""
         dataset = self._dataset()
         if dataset is None:
             return
-        yield from dataset.to_batches(columns=columns, batch_size=batch_rows)
+        yield from dataset.to_batches(columns=columns, filter=filter, batch_size=batch_rows,
+                                      batch_readahead=1, fragment_readahead=1)
 
     def _dataset(self) -> ds.Dataset | None:
         files = self.files()

@@ -5,14 +5,17 @@ from opteval.sweepcore.tracking.tracker import (
     MAX_METRICS_PER_BATCH,
     ROLE_TAG,
     SIMULATED_TAG,
+    SUMMARY_COLUMNS,
     SUMMARY_READ,
     SWEEP_TAG,
     BackgroundStart,
     OffLoop,
+    TraceCount,
     Tracker,
     TrackingWarning,
     end_line,
     git_revision,
+    ledger_summary,
     model_families,
     plan_params,
     planned_counts_from,
@@ -30,7 +33,9 @@ from opteval.sweepcore.tracking.tracker import (
 )
 
 __all__ = [
-    "ACTIVE_TAG", "BackgroundStart", "MAX_METRICS_PER_BATCH", "OffLoop", "ROLE_TAG", "SIMULATED_TAG", "SUMMARY_READ", "SWEEP_TAG",
+    "ACTIVE_TAG", "BackgroundStart", "MAX_METRICS_PER_BATCH", "OffLoop", "ROLE_TAG", "SIMULATED_TAG",
+    "SUMMARY_COLUMNS", "SUMMARY_READ",
+    "TraceCount", "ledger_summary", "SWEEP_TAG",
     "Tracker", "TrackingWarning", "end_line", "model_families",
     "git_revision", "plan_params", "planned_counts_from", "problem_counts_from",
     "results_markdown", "run_metrics", "run_params", "runs_url", "samples_per_benchmark", "summarize_ledger",

@@ -14,7 +14,7 @@ No Ray import.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 import pandas as pd
@@ -23,9 +23,13 @@ from opteval.evalcore.reporting.frame import to_frame
 from opteval.evalcore.reporting.view.model import Detail, detail
 from opteval.sweepcore.config import TRACE_MODES
 
-__all__ = ["KEY_TAG", "TRACE_MODES", "log_trace", "log_traces", "logged_keys", "select"]
+__all__ = ["KEY_TAG", "TRACE_MODES", "cap", "log_trace", "log_traces", "logged_keys", "rows_of", "select"]
 KEY_TAG = "opteval.key"
 SEARCH_PAGE = 500
+# Back-pressure: MLflow's async export queue holds 1,000 tasks and discards a put when full (a trace is
+# a task per span and one for the trace); the queue is drained (flush) after this many spans handed over
+FLUSH_SPANS = 200
+DETAIL_BATCH = 64  # rows whose calls, executions and transcripts are read at once (rows_of)
 
 
 def select(table: Any, plan: Any, mode: str, per_cell: int) -> pd.DataFrame:
@@ -41,6 +45,41 @@ def select(table: Any, plan: Any, mode: str, per_cell: int) -> pd.DataFrame:
     notable = (df["status"] != "submitted") | ~df["correct"].fillna(False).astype(bool)
     rest = df[~notable].groupby(["model", "method", "benchmark"], sort=False).head(per_cell)
     return pd.concat([df[notable], rest]).sort_index()
+
+
+def cap(chosen: pd.DataFrame, max_traces: int | None) -> pd.DataFrame:
+    """At most ``max_traces`` of the chosen rows, by priority: errors, then unsubmitted, then wrong,
+    then the correct samples (each in the selection's order). None: no cap."""
+    if max_traces is None or len(chosen) <= max_traces:
+        return chosen
+    status, ok = chosen["status"], chosen["correct"].fillna(False).astype(bool)
+    rank = (status != "error").astype(int) + (status == "submitted").astype(int) + ok.astype(int)
+    order = rank.reset_index(drop=True).sort_values(kind="stable").index[:max_traces]
+    return chosen.iloc[sorted(order)]
+
+
+def rows_of(chosen: pd.DataFrame, ledger: Any = None) -> Iterator[dict[str, Any]]:
+    """The chosen rows as dicts; with ``ledger`` (``chosen`` holds the small columns only) their full
+    rows come from one filtered streaming read of it, ``DETAIL_BATCH`` rows a batch (the ledger's
+    order), the attempt ``chosen`` kept per key."""
+    if ledger is None:
+        yield from chosen.to_dict("records")
+        return
+    import pyarrow.compute as pc
+
+    from opteval.evalcore.records import LEDGER_SCHEMA
+
+    when = dict(zip(chosen["key"], chosen["committed_at"]))
+    if not when:
+        return
+    seen: set[str] = set()
+    for batch in ledger.scan(list(LEDGER_SCHEMA.names), DETAIL_BATCH, filter=pc.field("key").isin(list(when))):
+        for row in to_frame(batch).to_dict("records"):
+            key, at = row["key"], when.get(row["key"])
+            if key in seen or not (at is None or pd.isna(at) or row["committed_at"] == at):
+                continue
+            seen.add(key)
+            yield row
 
 
 def logged_keys(client: Any, experiment_id: str, sweep: str) -> set[str]:
@@ -112,12 +151,28 @@ def log_trace(client: Any, experiment_id: str, run_id: str | None, sweep: str, r
 
 
 def log_traces(client: Any, experiment_id: str, sweep: str, runs: Mapping[tuple[str, str], str],
-               rows: Iterable[Mapping[str, Any]], deadline: float | None = None) -> tuple[int, int]:
-    """Log the rows not yet in MLflow; stops at ``deadline`` (time.monotonic()). (logged, left)."""
-    done = logged_keys(client, experiment_id, sweep)
-    todo = [r for r in rows if r["key"] not in done]
-    for i, row in enumerate(todo):
+               rows: Iterable[Mapping[str, Any]], deadline: float | None = None,
+               flush: Callable[[], Any] | None = None, done: set[str] | None = None) -> tuple[int, int]:
+    """Log the rows not yet in MLflow (``done``: keys known to be there, else searched); stops at
+    ``deadline`` (time.monotonic()). ``flush`` drains MLflow's export queue every ``FLUSH_SPANS``
+    spans (back-pressure: the queue never fills, so nothing is discarded). (handed over, left)."""
+    if done is None:
+        done = logged_keys(client, experiment_id, sweep)
+    todo = (r for r in rows if r["key"] not in done)
+    n = spans = 0
+    for row in todo:
         if deadline is not None and time.monotonic() > deadline:
-            return i, len(todo) - i
+            return n, 1 + sum(1 for _ in todo)
         log_trace(client, experiment_id, runs.get((str(row["model"]), str(row["method"]))), sweep, row)
-    return len(todo), 0
+        n += 1
+        spans += 2 + len(_loads_list(row.get("calls"))) + len(_loads_list(row.get("execs")))
+        if flush is not None and spans >= FLUSH_SPANS:
+            flush()
+            spans = 0
+    return n, 0
+
+
+def _loads_list(text: Any) -> list[Any]:
+    from opteval.evalcore.reporting.frame import _loads
+
+    return _loads(text)

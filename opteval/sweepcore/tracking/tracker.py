@@ -37,7 +37,7 @@ import time
 import warnings
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -49,10 +49,11 @@ from opteval.evalcore.harnesses.base import Budgets
 from opteval.evalcore.metrics import summarize
 from opteval.evalcore.models.base import Sampling
 from opteval.evalcore.protocols import protocol_notes
+from opteval.evalcore.records import LEDGER_SCHEMA
 from opteval.sweepcore.backends import BACKEND_KEY, is_simulated
 from opteval.sweepcore.config import ConfigError, SweepConfig, as_plain, model_config, overlay
 from opteval.sweepcore.dependencies import resolved_versions
-from opteval.sweepcore.ledger import Ledger, open_filesystem
+from opteval.sweepcore.ledger import DETAIL_COLUMNS, Ledger, columns_without, open_filesystem
 from opteval.sweepcore.ledger.manifest import _version as _ledger_version
 from opteval.sweepcore.tracking.library_logs import route_library_logs, sqlite_problem
 
@@ -81,6 +82,27 @@ SUMMARY_READ = [*SUMMARY_COLUMNS, "calls"]
 # An MLflow child's artifact: its rows' scoring columns; the detail stays in the ledger (its URI is a tag)
 ARTIFACT_DROP = ("calls", "execs", "transcript", "budgets")
 LEDGER_TAG = "opteval.ledger"
+
+
+class TraceCount(NamedTuple):
+    """What a trace logging pass left in the store: ``logged`` chosen trajectories the store holds
+    (counted there after the export queue drained), ``left`` not reached before the time bound,
+    ``selected`` chosen by ``tracking.traces``, ``capped`` of those past ``tracking.max_traces``,
+    ``lost`` handed to MLflow but not in the store (never silent: the line says so)."""
+
+    logged: int
+    left: int
+    selected: int = 0
+    capped: int = 0
+    lost: int = 0
+
+    def line(self, policy: str) -> str:
+        text = f"{self.logged} of {self.selected} traces logged (tracking.traces={policy})"
+        if self.capped:
+            text += f"; {self.capped} over tracking.max_traces, the rest not selected"
+        if self.lost:
+            text += f"; {self.lost} handed to MLflow are not in its store (re-run --sync-mlflow)"
+        return text
 
 
 class TrackingWarning(UserWarning):
@@ -150,6 +172,35 @@ def planned_counts_from(plan: pa.Table) -> dict[tuple[str, str, str], int]:
                                                       ("model", "method", "benchmark", "key_count")))}
 
 
+SCORING_READ = columns_without(*DETAIL_COLUMNS)  # every column but the JSON details: a child's artifact
+
+
+def ledger_summary(ledger: Ledger, columns: Iterable[str] | None = None, batch_rows: int = 8192) -> pa.Table:
+    """The ledger's small columns (``columns``, default every column but the JSON detail ones) plus
+    the four finish-reason counts (``opteval.evalcore.finish_reasons.COLUMNS``) derived from each
+    row's ``calls`` as the record batches are read: what :func:`summarize_ledger`, the sweep's end
+    and ``--sync-mlflow`` need, never the transcripts or executions, nor the calls held (issue 44)."""
+    from opteval.evalcore.finish_reasons import _calls, trajectory_counts
+
+    cols = [c for c in (columns or SCORING_READ) if c not in DETAIL_COLUMNS]
+    if "status" not in cols:
+        cols.append("status")
+    parts = []
+    for batch in ledger.scan([*cols, "calls"], batch_rows):
+        counts = [trajectory_counts([c for c in _calls(raw) if isinstance(c, dict)], st) for raw, st in
+                  zip(batch.column("calls").to_pylist(), batch.column("status").to_pylist())]
+        t = pa.Table.from_batches([batch]).drop_columns(["calls"])
+        for name in FINISH_COLUMNS:
+            t = t.append_column(name, pa.array([c[name] for c in counts], pa.int64()))
+        parts.append(t)
+    if parts:
+        return pa.concat_tables(parts)
+    empty = LEDGER_SCHEMA.empty_table().select(cols)
+    for name in FINISH_COLUMNS:
+        empty = empty.append_column(name, pa.array([], pa.int64()))
+    return empty
+
+
 def summarize_ledger(table: pa.Table, plan: pa.Table) -> Any:
     """``opteval.evalcore.metrics.summarize`` over the rows whose keys are planned, per
     (model, method, benchmark), with the plan's counts as denominators."""
@@ -158,7 +209,8 @@ def summarize_ledger(table: pa.Table, plan: pa.Table) -> Any:
     summary = summarize(table.select(cols).filter(planned), planned=planned_counts_from(plan),
                         problem_planned=problem_counts_from(plan), n_resamples=SUMMARY_BOOTSTRAP[0],
                         seed=SUMMARY_BOOTSTRAP[1])
-    calls = [c for c in ("key", "model", "method", "benchmark", "status", "calls") if c in table.column_names]
+    calls = [c for c in ("key", "model", "method", "benchmark", "status", "calls", *FINISH_COLUMNS)
+             if c in table.column_names]  # the calls themselves, or their counts (ledger_summary)
     sources = [c for c in ("model", "method", "benchmark", "correct", "answer_source") if c in table.column_names]
     return with_unsolved(with_counts(summary, table.select(calls).filter(planned)),
                          table.select(sources).filter(planned).to_pandas())
@@ -311,13 +363,14 @@ class Tracker:
     """Parent + child runs for one sweep; every call is guarded (see the module docstring)."""
 
     def __init__(self, uri: str, experiment: str, sweep: str, output_dir: str, *, enabled: bool = True,
-                 traces: str = "sample", traces_per_cell: int = 3):
+                 traces: str = "sample", traces_per_cell: int = 3, max_traces: int | None = None):
         self.uri = uri
         self.experiment = experiment
         self.sweep = sweep
         self.output_dir = output_dir
         self.enabled = enabled
-        self.traces, self.traces_per_cell = traces, traces_per_cell
+        self.traces, self.traces_per_cell, self.max_traces = traces, traces_per_cell, max_traces
+        self.finished = False  # finish() ended every run (finish_anyway() does it past a fired time bound)
         self.failures = 0
         self.client: Any = None
         self.experiment_id: str | None = None
@@ -338,7 +391,7 @@ class Tracker:
         uri = tracking_uri(cfg.tracking.uri, cfg.sweep.output_dir)
         return cls(uri, cfg.tracking.experiment, cfg.sweep.name, cfg.sweep.output_dir,
                    enabled=cfg.tracking.enabled, traces=cfg.tracking.traces,
-                   traces_per_cell=cfg.tracking.traces_per_cell)
+                   traces_per_cell=cfg.tracking.traces_per_cell, max_traces=cfg.tracking.max_traces)
 
     def log_dir(self) -> str | None:
         """The sweep's directory beside the ledger (for MLflow's own log), None off local disk."""
@@ -528,27 +581,41 @@ class Tracker:
             m["progress/frac"] = done / planned
         self._log_metrics(run_id, m, done, ts)
 
-    def log_traces(self, table: pa.Table, plan: pa.Table, budget_s: float | None = None) -> tuple[int, int] | None:
-        """Trajectories as traces on their child runs (sweepcore/tracking/traces.py): (logged, left), None when off.
-        ``budget_s`` bounds the time spent; what is left is logged by the next sync."""
+    def log_traces(self, table: pa.Table, plan: pa.Table, budget_s: float | None = None,
+                   ledger: Ledger | None = None) -> TraceCount | None:
+        """Trajectories as traces on their child runs (sweepcore/tracking/traces.py), None when off.
+        ``budget_s`` bounds the time spent; what is left is logged by the next sync. ``table`` may hold
+        the small columns only (:func:`ledger_summary`): the chosen rows' calls, executions and
+        transcripts are then read from ``ledger`` a few rows at a time. The count is what the store
+        holds once the export queue has drained, never what was handed to it."""
         if not self.active or self.traces == "none":
             return None
-        return self._guard("log traces", self._log_traces, table, plan, budget_s)
+        return self._guard("log traces", self._log_traces, table, plan, budget_s, ledger)
 
-    def _log_traces(self, table: pa.Table, plan: pa.Table, budget_s: float | None) -> tuple[int, int]:
+    def _log_traces(self, table: pa.Table, plan: pa.Table, budget_s: float | None,
+                    ledger: Ledger | None) -> TraceCount:
         import mlflow
 
-        from opteval.sweepcore.tracking.traces import log_traces, select  # pandas and the viewer's model: only to log
+        from opteval.sweepcore.tracking.traces import cap, log_traces, logged_keys, rows_of, select
 
         assert self.experiment_id is not None  # only called while active
         # MLflow exports client-made traces through the process's global tracking URI, not the client's
         mlflow.set_tracking_uri(self.uri)
-        rows = select(table, plan, self.traces, self.traces_per_cell).to_dict("records")
+        chosen = select(table, plan, self.traces, self.traces_per_cell)
+        selected = len(chosen)
+        chosen = cap(chosen, self.max_traces)
+        before = logged_keys(self.client, self.experiment_id, self.sweep)
+        todo = chosen[~chosen["key"].isin(before)]
+        rows = rows_of(todo, ledger if "calls" not in table.column_names else None)
         deadline = None if budget_s is None else time.monotonic() + budget_s
         try:
-            return log_traces(self.client, self.experiment_id, self.sweep, self.children, rows, deadline)
+            attempted, left = log_traces(self.client, self.experiment_id, self.sweep, self.children, rows, deadline,
+                                         flush=mlflow.flush_trace_async_logging, done=before)
         finally:
             mlflow.flush_trace_async_logging()  # exported before the sweep says they are there
+        held = logged_keys(self.client, self.experiment_id, self.sweep) & set(chosen["key"])
+        lost = attempted - len(held - before)
+        return TraceCount(logged=len(held), left=left, selected=selected, capped=selected - len(chosen), lost=max(0, lost))
 
     def log_report(self, paths: Iterable[Path], root: Path, folder: str = "report") -> None:
         """Attach written files (a report, the viewer) to the sweep's parent run under ``folder/``."""
@@ -567,6 +634,30 @@ class Tracker:
             return
         for run_id in [*self.children.values(), self.parent_id]:
             self._guard("end runs", self._terminate, run_id, status)
+        self.finished = self.enabled
+
+    def finish_anyway(self, status: str, timeout_s: float) -> bool:
+        """End every run with ``status`` after a time bound turned tracking off (a slow trace
+        export, a slow server): one more bounded try on a daemon thread, so no run is left
+        RUNNING by a sweep that ended. True when every run was ended."""
+        if self.finished or self.client is None or self.parent_id is None:
+            return self.finished
+        runs = [*self.children.values(), self.parent_id]
+        done = threading.Event()
+
+        def end() -> None:
+            try:
+                for run_id in runs:
+                    self.client.set_terminated(run_id, status)
+                self.finished = True
+            except Exception as exc:  # the server is down: the runs stay as they are, said once
+                self.last_error = f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
+            finally:
+                done.set()
+
+        threading.Thread(target=end, name="opteval-mlflow-end", daemon=True).start()
+        done.wait(timeout_s)
+        return self.finished
 
     def _terminate(self, run_id: str, status: str) -> None:
         now = time.time()
@@ -610,12 +701,14 @@ def sync_from_ledger(ledger: Ledger, tracker: Tracker) -> Any:
     tracker.start(man.get("config", {}), man.get("fingerprint", ""), pairs)
     tracker._session_start = None  # re-logging is not sweep time: durations stay as the sweep left them
     tracker.ledger_uri = ledger.trajectories_uri
-    table = ledger.read_table()
+    table = ledger_summary(ledger)  # small columns only; the traced rows' details are read apart
     summary = tracker.log_results(table, plan, (man.get("plan") or {}).get("recorded_at"))
-    traced = tracker.log_traces(table, plan)
+    traced = tracker.log_traces(table, plan, ledger=ledger)
     if traced is not None:
-        print(f"MLflow traces: {traced[0]} logged (tracking.traces={tracker.traces})")
+        print(f"MLflow traces: {traced.line(tracker.traces)}")
     tracker.finish()
+    if not tracker.finished:
+        tracker.finish_anyway("FINISHED", 30.0)
     return summary
 
 
