@@ -43,7 +43,7 @@ INTEGRATION_FIXTURES = frozenset({
 
 
 # every tier .ci/run runs after the fast one may start processes: that is what makes it slow
-SLOW_TIERS = ("integration", "faults", "package", "loaded", "multinode", "vllm")
+SLOW_TIERS = ("integration", "faults", "package", "loaded", "multinode", "vllm", "gpu")
 
 
 # platform.processor() runs `uname -p` once per process (MLflow asks for it): ask now, before
