@@ -49,7 +49,7 @@ from opteval.evalcore.audit import (
     variant_report,
 )
 from opteval.exit_codes import ExitCode
-from opteval.jobs.report import UsageError, check_out_dir
+from opteval.jobs.report import UsageError, check_out_dir, parse_args
 from opteval.sweepcore.config import ConfigError, load_config
 from opteval.sweepcore.ledger import Ledger, LedgerError
 
@@ -61,27 +61,12 @@ EXAMPLES = 5  # worked examples per benchmark in audit.md
 
 def parse(argv: list[str]) -> tuple[dict[str, Any], list[str], list[str]]:
     """(options, sweep names, other dotlist items); --ledger may repeat."""
-    opts: dict[str, Any] = {"--ledger": [], **dict.fromkeys(FLAGS, False)}
+    opts, dotlist = parse_args(argv, FLAGS, VALUED, repeated=("--ledger",))
     names: list[str] = []
     rest: list[str] = []
-    it = iter(argv)
-    for arg in it:
-        name, eq, value = arg.partition("=")
-        if arg in FLAGS:
-            opts[arg] = True
-        elif name in VALUED:
-            if not eq:
-                following = next(it, None)
-                if following is None:
-                    raise UsageError(f"{name} needs a value")
-                value = following
-            if name == "--ledger":
-                opts[name].append(value)
-            else:
-                opts[name] = value
-        elif arg.startswith("--"):
-            raise UsageError(f"unknown option {arg} (known: {', '.join(VALUED + FLAGS)})")
-        elif name == "sweep.name":
+    for arg in dotlist:
+        name, _, value = arg.partition("=")
+        if name == "sweep.name":
             names += [n for n in value.split(",") if n]
         else:
             rest.append(arg)

@@ -55,12 +55,14 @@ class UsageError(ValueError):
     pass
 
 
-def parse_args(argv: list[str], flags: tuple[str, ...] = FLAGS, valued: tuple[str, ...] = VALUED
-               ) -> tuple[dict[str, Any], list[str]]:
+def parse_args(argv: list[str], flags: tuple[str, ...] = FLAGS, valued: tuple[str, ...] = VALUED,
+               repeated: tuple[str, ...] = ()) -> tuple[dict[str, Any], list[str]]:
     """Split our flags from the OmegaConf dotlist (which names the sweep); the other ledger readers
-    (jobs/view.py) pass their own ``flags`` (no value) and ``valued`` options."""
+    (jobs/view.py, jobs/audit.py) pass their own ``flags`` (no value) and ``valued`` options, and
+    the ``repeated`` ones among those that collect every value given (audit's ``--ledger``)."""
     opts: dict[str, Any] = dict.fromkeys(flags, False)
     opts.update(dict.fromkeys(valued))
+    opts.update({name: [] for name in repeated})
     rest: list[str] = []
     it = iter(argv)
     for arg in it:
@@ -73,7 +75,10 @@ def parse_args(argv: list[str], flags: tuple[str, ...] = FLAGS, valued: tuple[st
                 if following is None:
                     raise UsageError(f"{name} needs a value")
                 value = following
-            opts[name] = value
+            if name in repeated:
+                opts[name].append(value)
+            else:
+                opts[name] = value
         elif arg.startswith("--"):
             raise UsageError(f"unknown option {arg} (known: {', '.join(flags + valued)})")
         else:
