@@ -37,7 +37,7 @@ INTEGRATION_FIXTURES = frozenset({
     "local_executor",    # the sandbox's fork server
     "executor", "run_harness", "run_many",  # tests/harnesses: harnesses over that fork server
     "server",            # tests/sandbox: a fork server per user kind
-    "demo",              # tests/view: a whole demo sweep
+    "demo", "shared_demo",  # tests/view, tests/exports: a whole demo sweep (tests/demo_sweep.py)
     "tier_ray",          # tests/vllm
 })
 
@@ -119,3 +119,11 @@ def local_executor():
         res = close()
         if asyncio.iscoroutine(res):
             asyncio.run(res)
+
+
+@pytest.fixture(scope="session")
+def shared_demo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One real demo-shaped sweep for the whole session (tests/demo_sweep.py), its listeners sampled."""
+    from tests.demo_sweep import run_demo
+
+    return run_demo(tmp_path_factory.mktemp("demo"))

@@ -34,6 +34,7 @@ APIS: dict[str, tuple[str, ...]] = {
     "ray._private.ray_constants": ("ENABLE_RAY_CLUSTER",),
     "ray._private.state": ("state", "available_resources_per_node"),
     "ray._private.worker": ("_global_node",),
+    "ray._common.tls_utils": ("add_port_to_grpc_server",),
     "ray.serve.context": ("_get_global_client",),
     "ray.serve._private.build_app": ("build_app",),
     "ray.llm._internal.serve.core.configs.llm_config": ("LLMConfig",),
@@ -100,6 +101,38 @@ def single_node_only() -> Iterator[None]:
         yield
     finally:
         setattr(rc, "ENABLE_RAY_CLUSTER", before)  # noqa: B010
+
+
+ANY_HOST = ("[::]:", "0.0.0.0:")  # the all-interfaces binds loopback_grpc_binds() rewrites
+LOOPBACK_WORKER_HOOK = "opteval.cluster.ray_private.loopback_grpc_binds"  # a runtime_env setup hook
+
+
+def loopback_grpc_binds() -> None:
+    """Bind the gRPC servers a worker of the embedded cluster opens to 127.0.0.1, not ``[::]``.
+
+    Why: every Serve replica opens an inter-deployment gRPC server on ``[::]:0`` (Ray 2.60's
+    ``replica.py``, whatever the node IP), so the embedded cluster, loopback everywhere else,
+    exposed each model replica on all interfaces without authentication (issue 42). Ray has no
+    setting for that address; the embedded cluster runs this as its workers' setup hook
+    (:data:`LOOPBACK_WORKER_HOOK`). Its node IP is 127.0.0.1, so the replica's advertised address
+    is loopback too and handles still reach it. A joined cluster is left as Ray made it."""
+    tls = _module("ray._common.tls_utils")
+    original = _attr("ray._common.tls_utils", "add_port_to_grpc_server")
+    if getattr(original, "opteval_loopback", False):
+        return
+
+    def add_port(server: Any, address: str) -> Any:
+        for prefix in ANY_HOST:
+            if address.startswith(prefix):
+                address = "127.0.0.1:" + address[len(prefix):]
+                break
+        return original(server, address)
+
+    add_port.opteval_loopback = True  # type: ignore[attr-defined]
+    setattr(tls, "add_port_to_grpc_server", add_port)  # noqa: B010
+    replica = sys.modules.get("ray.serve._private.replica")  # imported the name already: rebind it there
+    if replica is not None and getattr(replica, "add_port_to_grpc_server", None) is original:
+        setattr(replica, "add_port_to_grpc_server", add_port)  # noqa: B010
 
 
 def autoscaler_cluster_config() -> Any:

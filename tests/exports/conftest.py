@@ -1,16 +1,17 @@
-"""One real demo sweep (the simulated policy, real local Ray, the real sandbox) shared by the export tests."""
+"""The shared demo sweep (tests/demo_sweep.py: the simulated policy, real local Ray, the real sandbox) for the export tests."""
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from tests import demo_sweep
+
 REPO = Path(__file__).resolve().parents[2]
-SWEEP = "export-demo"
+SWEEP = demo_sweep.SWEEP
 
 
 def opteval(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
@@ -19,22 +20,11 @@ def opteval(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
                           text=True, timeout=timeout)
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @pytest.fixture(scope="session")
-def demo(tmp_path_factory) -> Path:
-    """The output dir of a finished 2-method sweep (direct, opticycle) over 3 sample problems."""
-    out = tmp_path_factory.mktemp("export")
-    done = opteval("sweep", f"sweep.name={SWEEP}", f"sweep.output_dir={out}", "models=[sim-fast]",
-                   "methods=[direct,opticycle]", "benchmarks=[sample]", "limit_problems=3", "samples.default=1",
-                   "cluster.workers=1", "cluster.executors=1", f"serving.http_port={_free_port()}",
-                   f"tracking.uri=sqlite:///{out}/mlflow.db")
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    return out
+def demo(shared_demo: Path) -> Path:
+    """The output dir of a finished 2-method sweep (direct, opticycle) over 3 sample problems: the
+    one tests/demo_sweep.py runs for the viewer, audit and export tests (they only read it)."""
+    return shared_demo
 
 
 def sweep_args(out: Path) -> list[str]:

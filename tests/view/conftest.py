@@ -2,21 +2,15 @@
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from tests.demo_sweep import SWEEP, free_port  # noqa: F401  (the shared sweep; tests import both from here)
+
 REPO = Path(__file__).resolve().parents[2]
-SWEEP = "view-demo"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def opteval(*args: str, cwd: Path = REPO, timeout: float = 600) -> subprocess.CompletedProcess:
@@ -26,15 +20,10 @@ def opteval(*args: str, cwd: Path = REPO, timeout: float = 600) -> subprocess.Co
 
 
 @pytest.fixture(scope="session")
-def demo(tmp_path_factory) -> Path:
-    """The output dir of a finished 2-method sweep over 3 sample problems, tracked to a SQLite MLflow."""
-    out = tmp_path_factory.mktemp("view")
-    done = opteval("sweep", f"sweep.name={SWEEP}", f"sweep.output_dir={out}", "models=[sim-fast]",
-                   "methods=[direct,opticycle]", "benchmarks=[sample]", "limit_problems=3", "samples.default=1",
-                   "cluster.workers=1", "cluster.executors=1", f"serving.http_port={free_port()}",
-                   f"tracking.uri=sqlite:///{out}/mlflow.db")
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    return out
+def demo(shared_demo: Path) -> Path:
+    """The output dir of a finished 2-method sweep over 3 sample problems, tracked to a SQLite MLflow
+    (tests/demo_sweep.py: one sweep for the viewer, audit and export tests)."""
+    return shared_demo
 
 
 def args(out: Path) -> list[str]:
