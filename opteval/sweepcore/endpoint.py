@@ -17,6 +17,10 @@ from opteval.evalcore.models.base import ChatModel
 HANDLE_ROUTE = "handle"  # a Serve deployment handle: no HTTP proxy on the way
 HTTP_ROUTE = "http"  # the Serve HTTP proxy, as an endpoint elsewhere is reached
 ROUTES = (HANDLE_ROUTE, HTTP_ROUTE)
+# How long a call to an app this cluster deployed waits for a refusing HTTP route before it
+# spends an attempt: Serve replaces a dead proxy after its failed health checks (about 30-40 s
+# with opteval.cluster.runtime.SERVE_PATIENCE_ENV), longer than a call's four retries last.
+SERVE_ROUTE_WAIT_S = 180.0
 
 
 @dataclass(frozen=True)
@@ -49,7 +53,9 @@ class Endpoint:
         cfg: dict[str, Any] = {"name": self.name, "backend": "openai", "base_url": self.base_url,
                                "model_id": self.model_id, "api_key_env": self.api_key_env or "",
                                "timeout_s": self.timeout_s, "max_retries": self.max_retries,
-                               "backoff_s": self.backoff_s, "extra_body": dict(self.extra_body or {})}
+                               "backoff_s": self.backoff_s, "extra_body": dict(self.extra_body or {}),
+                               # our own Serve proxy: a refused connection is a proxy being replaced
+                               "route_wait_s": SERVE_ROUTE_WAIT_S if self.app_name else None}
         return make_model({k: v for k, v in cfg.items() if v is not None}, pool_shards=pool_shards)
 
 

@@ -27,7 +27,7 @@ def chat_response(content: str = "hello", usage: dict[str, Any] | None = None, *
 
 
 class FakeOpenAIServer:
-    def __init__(self) -> None:
+    def __init__(self, port: int = 0) -> None:
         self.script: list[tuple[int, dict[str, Any] | bytes, float]] = []
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
@@ -62,7 +62,7 @@ class FakeOpenAIServer:
                 except (BrokenPipeError, ConnectionResetError):
                     pass  # the client timed out and went away
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", port), Handler)
         self.httpd.daemon_threads = True
         self.base_url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
         self._thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import threading
+import time
 
 import pytest
 
@@ -89,6 +91,45 @@ def test_connection_refused_is_retried_then_error():
         port = s.getsockname()[1]  # closed again: nobody listens there
     with pytest.raises(ModelError, match="failed after 3 attempt.*connection error"):
         _chat(_model(f"http://127.0.0.1:{port}/v1", max_retries=2))
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_a_refusing_route_is_waited_for_without_spending_an_attempt(make_response):
+    """Issue 42: a call to a Serve route of this cluster (route_wait_s > 0) that meets a refused
+    connection (its proxy died and is being replaced) waits for the route to come back; the
+    refusal costs no attempt, so even max_retries=0 ends with the answer."""
+    from tests.models.conftest import FakeOpenAIServer
+
+    port = _free_port()
+    started: list[FakeOpenAIServer] = []
+
+    def come_back() -> None:
+        time.sleep(1.5)
+        server = FakeOpenAIServer(port=port)
+        server.script = [(200, make_response("back"), 0)]
+        started.append(server.__enter__())
+
+    threading.Thread(target=come_back, daemon=True).start()
+    try:
+        t0 = time.monotonic()
+        comp = _chat(_model(f"http://127.0.0.1:{port}/v1", max_retries=0, route_wait_s=30))
+        assert comp.text == "back" and 1.0 < time.monotonic() - t0 < 20
+        assert len(started[0].requests) == 1
+    finally:
+        for server in started:
+            server.__exit__(None, None, None)
+
+
+def test_a_route_that_stays_refused_spends_its_attempts_after_the_wait():
+    t0 = time.monotonic()
+    with pytest.raises(EndpointFailure, match="failed after 2 attempt.*connection error"):
+        _chat(_model(f"http://127.0.0.1:{_free_port()}/v1", max_retries=1, route_wait_s=1.0))
+    assert time.monotonic() - t0 < 15
 
 
 def test_client_timeout_is_infrastructure(fake_server, make_response):

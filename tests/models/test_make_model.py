@@ -41,3 +41,18 @@ def test_keys_outside_the_schema_are_refused_not_ignored():
         make_model({"name": "r", "backend": "replay", "path": "x.jsonl", "engine_kwargs": {}})
     with pytest.raises(ValueError, match=r"unknown key\(s\) \['deployment'\]"):
         make_model({"name": "s", "backend": "simulated", "deployment": {}})
+
+
+def test_only_routes_of_apps_this_cluster_deployed_wait_when_refused():
+    """A refused connection to our own Serve proxy is a proxy being replaced (wait for it, issue 42);
+    to an endpoint elsewhere it is that server's failure (retried, then an error row)."""
+    from opteval.sweepcore.endpoint import SERVE_ROUTE_WAIT_S, Endpoint
+
+    ours = Endpoint(name="m", base_url="http://127.0.0.1:8000/v1", model_id="m", app_name="opteval-sim-m")
+    theirs = Endpoint(name="m", base_url="http://10.0.0.5:8000/v1", model_id="m")
+    from opteval.evalcore.models import OpenAIChatModel
+
+    mine, other = ours.client(), theirs.client()
+    assert isinstance(mine, OpenAIChatModel) and isinstance(other, OpenAIChatModel)
+    assert mine.route_wait_s == SERVE_ROUTE_WAIT_S > 60  # longer than a proxy's replacement
+    assert other.route_wait_s == 0.0

@@ -59,6 +59,8 @@ REJECTED = "rejected"
 # Any other 4xx (401/403 key, 404 wrong URL or model id, 405 ...) is a configuration fault of
 # the endpoint: ModelError at once (retrying cannot help), recorded as infrastructure.
 MAX_BACKOFF_S = 60.0
+ROUTE_POLL_S = 1.0  # how often a call waiting for a refusing route (route_wait_s) looks again
+_ROUTE_OUTAGES: dict[str, int] = {}  # target -> calls now waiting for it (one warning per outage)
 DEFAULT_BACKOFF_S = 1.0
 # Many requests in flight from one worker to one endpoint: keep the pool wide.
 POOL_LIMITS = httpx.Limits(max_connections=2048, max_keepalive_connections=512, keepalive_expiry=60.0)
@@ -75,11 +77,19 @@ class OpenAISection:
     timeout_s: float = 600.0  # per attempt
     max_retries: int = 4  # retries of infrastructure failures (408, 429, 5xx, connection)
     backoff_s: float | None = None  # first retry delay (doubles, jittered); None = DEFAULT_BACKOFF_S
+    # On a refused connection, wait up to this many seconds for the route to accept again before
+    # spending an attempt (a Serve proxy of this cluster being replaced); 0: a refusal is an attempt.
+    route_wait_s: float = 0.0
 
 
 class TransportFailure(Exception):
     """A request that got no HTTP-level answer (connection refused, timeout, a lost replica):
     infrastructure, retried with backoff, then ``ModelError``."""
+
+
+class RouteRefused(TransportFailure):
+    """Nothing accepted the connection (the route's listener is gone, e.g. a Serve proxy that
+    died and is being replaced): the request never reached a server."""
 
 
 class MalformedResponse(Exception):
@@ -106,6 +116,7 @@ class ChatCompletionsModel:
         max_retries: int = 4,
         backoff_s: float = DEFAULT_BACKOFF_S,
         extra_body: dict[str, Any] | None = None,
+        route_wait_s: float = 0.0,
     ) -> None:
         if not model_id:
             raise ValueError(f"model {name!r}: model_id is required for the openai backend")
@@ -120,6 +131,9 @@ class ChatCompletionsModel:
         self.max_retries = int(max_retries)
         self.backoff_s = float(backoff_s)
         self.extra_body = dict(extra_body or {})
+        if route_wait_s < 0:
+            raise ValueError(f"model {name!r}: route_wait_s must be >= 0, got {route_wait_s!r}")
+        self.route_wait_s = float(route_wait_s)
 
     # -- request ---------------------------------------------------------------------------
 
@@ -163,10 +177,17 @@ class ChatCompletionsModel:
         start = time.perf_counter()
         last = "no attempt made"
         attempts = self.max_retries + 1
-        for attempt in range(attempts):
+        waited = 0.0  # seconds this call spent waiting for a refusing route (route_wait_s)
+        attempt = 0
+        while attempt < attempts:
             retry_after: float | None = None
             try:
                 status, content, retry_after = await self._send(raw, meta)
+            except RouteRefused as exc:
+                last = str(exc)
+                if waited < self.route_wait_s:
+                    waited += await self._wait_for_route(self.route_wait_s - waited, last)
+                    continue  # the request never reached a server: not an attempt
             except TransportFailure as exc:
                 last = str(exc)
             else:
@@ -187,8 +208,31 @@ class ChatCompletionsModel:
                 log.warning("model %r at %s: %s; retry %d/%d in %.2fs",
                             self.name, self.target, last, attempt + 1, self.max_retries, delay)
                 await asyncio.sleep(delay)
+            attempt += 1
         raise EndpointFailure(f"model {self.name!r} at {self.target}: failed after {attempts} attempt(s); "
                               f"last: {last}")
+
+    async def _wait_for_route(self, budget_s: float, cause: str) -> float:
+        """Wait (at most ``budget_s``) until the route accepts a connection again; the seconds
+        waited. One line per outage and route, not one per waiting call."""
+        t0 = time.perf_counter()
+        if _ROUTE_OUTAGES.setdefault(self.target, 0) == 0:
+            log.warning("model %r at %s: %s; waiting up to %.0f s for the route to come back "
+                        "(a Serve proxy being replaced), without spending the call's retries",
+                        self.name, self.target, cause, budget_s)
+        _ROUTE_OUTAGES[self.target] += 1
+        try:
+            while time.perf_counter() - t0 < budget_s:
+                await asyncio.sleep(ROUTE_POLL_S)
+                if await self._route_accepts():
+                    break
+        finally:
+            _ROUTE_OUTAGES[self.target] -= 1
+        return time.perf_counter() - t0
+
+    async def _route_accepts(self) -> bool:
+        """Does something accept a TCP connection where requests go? (True where unknown.)"""
+        return True
 
     # -- response --------------------------------------------------------------------------
 
@@ -237,6 +281,7 @@ class OpenAIChatModel(ChatCompletionsModel):
         backoff_s: float = 1.0,
         extra_body: dict[str, Any] | None = None,
         pool_shards: int = 1,
+        route_wait_s: float = 0.0,
     ) -> None:
         if not base_url:
             raise ValueError(f"model {name!r}: base_url is required for the openai backend")
@@ -245,7 +290,7 @@ class OpenAIChatModel(ChatCompletionsModel):
         self.base_url = base_url.rstrip("/")
         self.url = f"{self.base_url}/chat/completions"
         super().__init__(name, model_id, self.url, timeout_s=timeout_s, max_retries=max_retries,
-                         backoff_s=backoff_s, extra_body=extra_body)
+                         backoff_s=backoff_s, extra_body=extra_body, route_wait_s=route_wait_s)
         self.api_key_env = api_key_env
         key = os.environ.get(api_key_env) if api_key_env else None
         self._headers = {"Content-Type": "application/json"}
@@ -287,9 +332,22 @@ class OpenAIChatModel(ChatCompletionsModel):
             response = await client.post(self.url, content=raw, headers=meta_headers(meta))
         except httpx.TimeoutException as exc:
             raise TransportFailure(f"timeout after {self.timeout_s:g}s ({type(exc).__name__})") from exc
+        except httpx.ConnectError as exc:
+            raise RouteRefused(f"connection error ({type(exc).__name__}: {exc})") from exc
         except httpx.TransportError as exc:
             raise TransportFailure(f"connection error ({type(exc).__name__}: {exc})") from exc
         return response.status_code, response.content, _retry_after(response)
+
+
+    async def _route_accepts(self) -> bool:
+        url = httpx.URL(self.url)
+        port = url.port or (443 if url.scheme == "https" else 80)
+        try:
+            _, writer = await asyncio.wait_for(asyncio.open_connection(url.host, port), timeout=5)
+        except (OSError, TimeoutError):
+            return False
+        writer.close()
+        return True
 
 
 def error_message(content: bytes) -> str:
