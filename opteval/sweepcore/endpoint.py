@@ -12,6 +12,7 @@ from typing import Any
 
 from opteval.evalcore.models import make_model
 from opteval.evalcore.models.base import ChatModel
+from opteval.evalcore.models.openai_backend import OpenAIChatModel
 
 # serving.route: how workers reach the apps this cluster deployed (opteval.cluster.serve.serve_handle)
 HANDLE_ROUTE = "handle"  # a Serve deployment handle: no HTTP proxy on the way
@@ -53,10 +54,13 @@ class Endpoint:
         cfg: dict[str, Any] = {"name": self.name, "backend": "openai", "base_url": self.base_url,
                                "model_id": self.model_id, "api_key_env": self.api_key_env or "",
                                "timeout_s": self.timeout_s, "max_retries": self.max_retries,
-                               "backoff_s": self.backoff_s, "extra_body": dict(self.extra_body or {}),
-                               # our own Serve proxy: a refused connection is a proxy being replaced
-                               "route_wait_s": SERVE_ROUTE_WAIT_S if self.app_name else None}
-        return make_model({k: v for k, v in cfg.items() if v is not None}, pool_shards=pool_shards)
+                               "backoff_s": self.backoff_s, "extra_body": dict(self.extra_body or {})}
+        model = make_model({k: v for k, v in cfg.items() if v is not None}, pool_shards=pool_shards)
+        if self.app_name and isinstance(model, OpenAIChatModel):
+            # our own Serve proxy: a refused connection is a proxy being replaced (not a model
+            # config key: no YAML sets it, so no sweep's fingerprint depends on it)
+            model.route_wait_s = SERVE_ROUTE_WAIT_S
+        return model
 
 
 def client_host(http_host: str) -> str:

@@ -77,9 +77,6 @@ class OpenAISection:
     timeout_s: float = 600.0  # per attempt
     max_retries: int = 4  # retries of infrastructure failures (408, 429, 5xx, connection)
     backoff_s: float | None = None  # first retry delay (doubles, jittered); None = DEFAULT_BACKOFF_S
-    # On a refused connection, wait up to this many seconds for the route to accept again before
-    # spending an attempt (a Serve proxy of this cluster being replaced); 0: a refusal is an attempt.
-    route_wait_s: float = 0.0
 
 
 class TransportFailure(Exception):
