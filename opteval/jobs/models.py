@@ -37,7 +37,8 @@ from opteval.exit_codes import ExitCode
 from opteval.sweepcore import vllm_env
 
 SETUPS = ("vllm-cpu",)
-SWEEP_LINE = "opteval sweep models=[smollm2-135m-cpu] methods=[direct] limit_problems=3 samples.default=1 sampling.max_tokens=512 sweep.name=smollm2"
+SWEEP_LINE = ("opteval sweep models=[smollm2-135m-cpu] methods=[direct] limit_problems=3"
+              " samples.default=1 sampling.max_tokens=512 sweep.name=smollm2")
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
