@@ -3,6 +3,7 @@ reader of a finished sweep measured in its own process (wall, CPU, peak RSS, out
 
     python bench/bench_scale.py --write DIR --rows N [--transcripts paper|demo] [--commit-rows K]
                                 [--readers report,view,end,open] [--skip-write]
+                                [--compact-every E --compact-fan-in F]  # the ledger's compaction shape
 
 Writes sweep ``scale`` under ``DIR``: the paper's plan whole (configs/sweeps/paper.yaml: 11 backbones x
 direct/opticycle/optistate x the nine benchmarks, 589,116 keys) with ``N`` of its keys committed, spread
@@ -20,7 +21,10 @@ Then each reader runs in a fresh process (``/usr/bin/time``-like: ``resource.get
 ``report`` (``opteval report``), ``view`` (``opteval view``), ``end`` (the sweep's end without MLflow:
 ``results_summary`` and the exit code's error scan, as ``finalize``/``exit_code`` run them) and ``open``
 (a resumed driver's ledger open: committed keys, live files). One table is printed; the machine's load
-average is printed beside it (the figures are only comparable within one run).
+average is printed beside it (the figures are only comparable within one run). The write line gives the
+live files at the end (per compaction level) and the slowest commit (a compaction is on its path), so
+``--compact-every 64 --compact-fan-in 1000000000`` (the single-level compaction before tiers) and the
+defaults compare in one run.
 """
 from __future__ import annotations
 
@@ -144,11 +148,12 @@ def chosen(plan: Any, rows: int) -> list[list[Any]]:
     return out
 
 
-def write(out: Path, rows: int, transcripts: str, commit_rows: int) -> dict[str, Any]:
+def write(out: Path, rows: int, transcripts: str, commit_rows: int, compact: dict[str, int]) -> dict[str, Any]:
     """The synthetic sweep, through expand_plan, Ledger.open/record_plan/commit, trajectory_row."""
     from opteval.evalcore.grading import parse_submission
     from opteval.sweepcore.config import load_config, resolved, sweep_fingerprint
     from opteval.sweepcore.ledger import Ledger, error_row, trajectory_row
+    from opteval.sweepcore.ledger.store import COMPACT_EVERY, COMPACT_FAN_IN
     from opteval.sweepcore.plan import expand_plan
 
     cfg = load_config(config_argv(out))
@@ -157,8 +162,17 @@ def write(out: Path, rows: int, transcripts: str, commit_rows: int) -> dict[str,
     fp = sweep_fingerprint(res)
     t0 = time.perf_counter()
     plan = expand_plan(cfg, ids)
-    led = Ledger.open(str(out), SWEEP, res, fp)
+    led = Ledger.open(str(out), SWEEP, res, fp, compact_every=compact.get("compact_every", COMPACT_EVERY),
+                      compact_fan_in=compact.get("compact_fan_in", COMPACT_FAN_IN))
     led.record_plan(plan)
+    slowest = 0.0
+
+    def commit(rows: list[dict[str, Any]]) -> None:
+        nonlocal slowest
+        t = time.perf_counter()
+        led.commit(rows)
+        slowest = max(slowest, time.perf_counter() - t)
+
     cells = chosen(plan, rows)
     text = Text()
     rng = random.Random(1)
@@ -187,15 +201,20 @@ def write(out: Path, rows: int, transcripts: str, commit_rows: int) -> dict[str,
                                      fingerprint=item.fingerprint, sweep=SWEEP, parsed=parse_submission(raw))
             batch.append(row)
             if len(batch) >= commit_rows:
-                led.commit(batch)
+                commit(batch)
                 written += len(batch)
                 batch = []
     if batch:
-        led.commit(batch)
+        commit(batch)
         written += len(batch)
     files = len(led.files())
+    levels: dict[int, int] = {}
+    for per_dir in led.live_levels().values():
+        for level, n in per_dir.items():
+            levels[level] = levels.get(level, 0) + n
     led.close()
-    return {"planned": len(plan), "committed": written, "files": files, "write_s": time.perf_counter() - t0}
+    return {"planned": len(plan), "committed": written, "files": files, "write_s": time.perf_counter() - t0,
+            "levels": levels, "slowest_commit_s": slowest}
 
 
 def dir_bytes(path: Path) -> int:
@@ -274,6 +293,8 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=3000, help="committed keys (of the 589,116 planned)")
     ap.add_argument("--transcripts", choices=("paper", "demo"), default="paper")
     ap.add_argument("--commit-rows", type=int, default=32, help="rows per commit")
+    ap.add_argument("--compact-every", type=int, default=None, help="the ledger's compact_every (its default)")
+    ap.add_argument("--compact-fan-in", type=int, default=None, help="the ledger's compact_fan_in (its default)")
     ap.add_argument("--readers", default=",".join(READERS), help=f"comma list of {', '.join(READERS)}")
     ap.add_argument("--skip-write", action="store_true", help="measure an existing DIR/scale")
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
@@ -291,9 +312,12 @@ def main() -> None:
     if not args.skip_write:
         if (out / SWEEP).exists():
             raise SystemExit(f"{out / SWEEP} exists: pass another --write DIR, or --skip-write to measure it")
-        w = write(out, args.rows, args.transcripts, args.commit_rows)
+        compact = {k: v for k, v in (("compact_every", args.compact_every),
+                                     ("compact_fan_in", args.compact_fan_in)) if v is not None}
+        w = write(out, args.rows, args.transcripts, args.commit_rows, compact)
         print(f"wrote {w['committed']:,} of {w['planned']:,} planned rows ({args.transcripts} transcripts, "
-              f"{args.commit_rows} rows a commit) in {w['write_s']:.0f} s: {w['files']} live files, "
+              f"{args.commit_rows} rows a commit) in {w['write_s']:.0f} s: {w['files']} live files "
+              f"(per level {w['levels']}), slowest commit {w['slowest_commit_s']:.2f} s, "
               f"ledger {dir_bytes(out / SWEEP / 'trajectories') / 2**20:.0f} MB on disk")
     names = [r for r in args.readers.split(",") if r]
     unknown = [r for r in names if r not in READERS]

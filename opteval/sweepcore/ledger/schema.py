@@ -40,7 +40,18 @@ def columns_without(*names: str) -> list[str]:
     """Every ledger column but ``names`` (a reader's projection: Parquet then never reads those)."""
     return [c for c in LEDGER_SCHEMA.names if c not in names]
 _COLUMNS = set(LEDGER_SCHEMA.names)
-_FILE_RE = re.compile(r"^(part|compact|rewrite)-(\d+)-[0-9a-f]+\.parquet$")
+# part-<seq>-<hex> (level 0), compact-<seq>-<hex> (level 1, the only compaction before tiers) or
+# compact-<seq>-l<level>-<hex>, rewrite-<seq>-<hex>. Level and sequence decide, from names alone,
+# which files a compaction replaced (opteval.sweepcore.ledger.store: "Why compaction in tiers").
+_FILE_RE = re.compile(r"^(part|compact|rewrite)-(\d+)(?:-l(\d+))?-[0-9a-f]+\.parquet$")
+
+
+def file_level(match: re.Match[str]) -> int:
+    """A data file's compaction level from its name's match: parts 0, an unlevelled ``compact-`` 1."""
+    kind, level = match.group(1), match.group(3)
+    if kind == "part":
+        return 0
+    return int(level) if level else 1
 
 
 def check_format(manifest: dict[str, Any], where: str) -> None:

@@ -7,7 +7,8 @@ local directory, ``file:///...``, ``s3://bucket/prefix?endpoint_override=...``):
     plan.parquet                          every planned key (key, model, method, benchmark, problem_id, sample)
     trajectories/model=<m>/method=<x>/
         part-<seq>-<uuid>.parquet         one committed batch (rows: opteval.evalcore.records.LEDGER_SCHEMA)
-        compact-<seq>-<uuid>.parquet      many batches merged; footer metadata lists the parts it replaces
+        compact-<seq>-<uuid>.parquet      level 1: parts merged; footer metadata lists the files it replaces
+        compact-<seq>-l<L>-<uuid>.parquet level L >= 2: every live file of lower levels merged
         rewrite-<seq>-<uuid>.parquet      sweep.retry_errors: the partition without its error rows
     lease.json                            the writer lease (opteval.sweepcore.lease)
     quarantine/                           damaged files moved aside by sweep.repair=true
@@ -24,13 +25,22 @@ visible: at worst a stray temporary, removed when the ledger is next opened for
 writing. (Process crashes are covered; surviving power loss would also need an
 fsync, which pyarrow's filesystems do not expose.)
 
-Why compaction: a paper-scale sweep commits ~18,000 small batches, and opening one
-file costs about as much as reading thousands of keys. When a partition has
-``compact_every`` parts, they are merged into one ``compact-`` file whose footer
-names the parts it replaces; the parts are deleted afterwards. A crash between
-the two leaves both, and the loader drops the replaced parts (and deletes them when
-writable), so no key is ever seen twice. Any other duplicate is a real error
-naming both files.
+Why compaction, in tiers: at GPU commit rates a commit holds one or two rows per model x
+method (issue 44 measured 1.37 rows a part file at the paper's eight models), so a
+paper-scale sweep writes ~500,000 part files, and opening one costs about as much as
+reading thousands of keys (one GET each on S3). When a partition has ``compact_every``
+parts they are merged into a level-1 ``compact-`` file; when a level would reach
+``compact_fan_in`` files, the compaction goes one level up instead and merges every live
+file of the levels below (log-structured, like a base-``compact_fan_in`` counter). So a
+partition holds fewer than ``compact_every`` parts plus ``compact_fan_in - 1`` files per
+level, its live files grow like the logarithm of its rows, and each row is rewritten
+once per level it climbs. A merge streams record batches (its memory is a batch, not
+the partition). A compaction's footer names the files it replaces, and its level and
+sequence number decide the same from names alone: a file is replaced by a ``compact-``
+file of a higher level with a higher sequence number. The inputs are deleted afterwards;
+a crash between the two leaves both, and the loader drops the replaced files (and
+deletes them when writable), so no key is ever seen twice. Any other duplicate is a
+real error naming both files.
 
 One driver writes a sweep at a time: a driver opens the ledger with a lease
 (``opteval.sweepcore.lease``: ``lease.json`` in the sweep directory) and every write or delete
@@ -69,6 +79,7 @@ from opteval.sweepcore.ledger.schema import (
     REPLACES_META,
     TMP_DIR,
     TRAJ_DIR,
+    file_level,
 )
 from opteval.sweepcore.ledger_errors import CommitError, ConfigChangedError, DuplicateKeyError, LedgerError, _cause
 
@@ -100,22 +111,36 @@ def _is_hidden(rel: str) -> bool:
 
 # -- the ledger ------------------------------------------------------------------------------------
 
+# Compaction's shape ("Why compaction, in tiers" above). At GPU commit rates (6 rows a commit, one
+# row a part file, over the paper's 33 model x method cells) these keep ~250 live files at 60,000
+# rows and ~300 at 589,116, each row rewritten about once per level (log3 of a cell's parts / 6):
+# measured by bench/bench_scale.py (docs/performance.md).
+COMPACT_EVERY = 6  # parts that make a level-1 file
+COMPACT_FAN_IN = 3  # a level never holds this many files: the next compaction goes up instead
+MERGE_ROW_GROUP = 1024  # rows in a merged file's row group (one-row parts make one-row batches)
+MERGE_GROUP_BYTES = 64 << 20  # or fewer, where the rows are large (paper-size transcripts)
+
 
 class Ledger(ManifestMixin):
     """One sweep's Parquet dataset. Construct with :meth:`open`."""
 
     def __init__(self, fs: pafs.FileSystem, root: str, uri: str, *, read_only: bool, compact_every: int,
-                 repair: bool = False):
+                 repair: bool = False, compact_fan_in: int = COMPACT_FAN_IN):
+        if compact_every < 2 or compact_fan_in < 2:
+            raise LedgerError(f"compact_every and compact_fan_in must be at least 2, got {compact_every} "
+                              f"and {compact_fan_in}")
         self.fs = fs
         self.root = root  # the sweep directory, as a path in ``fs``
         self.uri = uri  # the same, as the user would type it
         self.trajectories_uri = join_uri(uri, TRAJ_DIR)  # the Parquet dataset, for messages and readers
         self.read_only = read_only
         self.compact_every = compact_every
+        self.compact_fan_in = compact_fan_in
         self.object_store = fs.type_name in OBJECT_STORES
         self._keys: set[str] | None = None
         self._seq = 0
-        self._small: dict[str, list[str]] = defaultdict(list)  # partition dir -> part files
+        # partition dir -> level -> its live files (level 0: parts); rewrite- files are in none
+        self._levels: dict[str, dict[int, list[str]]] = defaultdict(lambda: defaultdict(list))
         self._manifest: dict[str, Any] | None = None
         self.repair = repair
         self.lease: Any = None  # opteval.sweepcore.lease.Lease while this driver holds the sweep
@@ -132,7 +157,8 @@ class Ledger(ManifestMixin):
         allow_config_change: bool = False,
         *,
         read_only: bool = False,
-        compact_every: int = 64,
+        compact_every: int = COMPACT_EVERY,
+        compact_fan_in: int = COMPACT_FAN_IN,
         lease_stale_s: float | None = None,
         wait_for_lease: bool = False,
         repair: bool = False,
@@ -152,7 +178,7 @@ class Ledger(ManifestMixin):
         fs, base = open_filesystem(uri)
         root = f"{base}/{sweep_name}"
         led = cls(fs, root, join_uri(uri, sweep_name), read_only=read_only, compact_every=compact_every,
-                  repair=repair)
+                  repair=repair, compact_fan_in=compact_fan_in)
         if not read_only and lease_stale_s is not None:
             led._take_lease(sweep_name, float(lease_stale_s), wait_for_lease)
         try:
@@ -208,7 +234,7 @@ class Ledger(ManifestMixin):
     def open_existing(cls, uri: str, sweep_name: str) -> Ledger:
         """Read-only access to an existing sweep (reports), without a config check."""
         fs, base = open_filesystem(uri)
-        led = cls(fs, f"{base}/{sweep_name}", join_uri(uri, sweep_name), read_only=True, compact_every=64)
+        led = cls(fs, f"{base}/{sweep_name}", join_uri(uri, sweep_name), read_only=True, compact_every=COMPACT_EVERY)
         if led.manifest() is None:
             raise LedgerError(f"no sweep {sweep_name!r} at {led.uri} (no {MANIFEST})")
         led._load()
@@ -234,25 +260,35 @@ class Ledger(ManifestMixin):
         return [f for f in files if f not in replaced]
 
     def _replaced(self, files: list[str]) -> set[str]:
-        """Parts a compaction already merged: every ``part-`` in a directory with a lower
-        sequence number than that directory's newest ``compact-`` file (a compaction
-        merges all live parts of its directory, and later parts get higher numbers).
-        Decided from names alone, so a resume reads no extra footers; the compacted
-        file's footer (``opteval.replaces``) lists the same names for audit."""
-        newest: dict[str, int] = {}
+        """Files a compaction already merged: in its directory, a file with a lower level and a
+        lower sequence number than some ``compact-`` file (a level-L compaction merges every
+        live file of the levels below L, and later files get higher numbers); and every file
+        older than the directory's newest ``rewrite-`` file. Decided from names alone, so a
+        resume reads no extra footers; the merged file's footer (``opteval.replaces``) lists
+        the same names for audit."""
+        newest: dict[str, dict[int, int]] = defaultdict(dict)  # dir -> level -> newest compact- seq
         rewrite: dict[str, int] = {}  # supersede_errors: a rewrite- file replaces every older file
         parsed = []
         for f in files:
             d, name = f.rsplit("/", 1)
             m = _FILE_RE.match(name)
-            if m:
-                parsed.append((f, d, m.group(1), int(m.group(2))))
-                if m.group(1) in ("compact", "rewrite"):
-                    newest[d] = max(newest.get(d, -1), int(m.group(2)))
-                if m.group(1) == "rewrite":
-                    rewrite[d] = max(rewrite.get(d, -1), int(m.group(2)))
-        return {f for f, d, kind, seq in parsed
-                if (kind == "part" and seq < newest.get(d, -1)) or seq < rewrite.get(d, -1)}
+            if not m:
+                continue
+            kind, seq = m.group(1), int(m.group(2))
+            if kind == "rewrite":
+                rewrite[d] = max(rewrite.get(d, -1), seq)
+                parsed.append((f, d, -1, seq))
+                continue
+            level = file_level(m)
+            parsed.append((f, d, level, seq))
+            if kind == "compact":
+                newest[d][level] = max(newest[d].get(level, -1), seq)
+
+        def above(d: str, level: int) -> int:
+            return max((s for lv, s in newest[d].items() if lv > level), default=-1)
+
+        return {f for f, d, level, seq in parsed
+                if seq < rewrite.get(d, -1) or (level >= 0 and seq < above(d, level))}
 
     def _load(self) -> None:
         files = self._list()
@@ -267,8 +303,8 @@ class Ledger(ManifestMixin):
             m = _FILE_RE.match(f.rsplit("/", 1)[-1])
             if m:
                 self._seq = max(self._seq, int(m.group(2)))
-                if m.group(1) == "part":
-                    self._small[f.rsplit("/", 1)[0]].append(f)
+                if m.group(1) != "rewrite":
+                    self._levels[f.rsplit("/", 1)[0]][file_level(m)].append(f)
 
     def _read_keys(self, files: list[str]) -> set[str]:
         return self._read_keys_checked(files)[0]
@@ -358,9 +394,9 @@ class Ledger(ManifestMixin):
             path = f"{d}/part-{self._seq:08d}-{uuid.uuid4().hex}.parquet"
             self._atomic_write_table(table, path)
             self._keys.update(r["key"] for r in group)
-            self._small[d].append(path)
+            self._levels[d][0].append(path)
             written.append(path)
-            if len(self._small[d]) >= self.compact_every:
+            if len(self._levels[d][0]) >= self.compact_every:
                 self._compact_dir(d)
         return written
 
@@ -368,26 +404,69 @@ class Ledger(ManifestMixin):
         return f"{self.root}/{TRAJ_DIR}/model={model}/method={method}"
 
     def compact(self, min_files: int = 2) -> int:
-        """Merge each partition's small parts (at least ``min_files``); returns files merged."""
+        """Merge each partition's parts (where it has at least ``min_files``), going up a level
+        where one is full; returns the files merged."""
         self._writable()
         n = 0
-        for d, parts in list(self._small.items()):
-            if len(parts) >= min_files:
-                n += len(parts)
-                self._compact_dir(d)
+        for d, levels in list(self._levels.items()):
+            if len(levels[0]) >= min_files:
+                n += self._compact_dir(d)
         return n
 
-    def _compact_dir(self, d: str) -> None:
+    def live_levels(self) -> dict[str, dict[int, int]]:
+        """Per partition directory, how many live files each level holds (0: parts), for benches."""
+        return {d: {lv: len(fs) for lv, fs in sorted(levels.items()) if fs} for d, levels in self._levels.items()}
+
+    def _compact_dir(self, d: str) -> int:
+        """Merge ``d``'s parts into level 1, or, where a level would reach ``compact_fan_in``
+        files, every live file below the first level with room into that level. Returns the
+        files merged."""
         self._own()
-        parts = sorted(self._small[d])
-        table = ds.dataset(parts, schema=LEDGER_SCHEMA, format="parquet", filesystem=self.fs).to_table()
-        meta = {REPLACES_META: json.dumps([p.rsplit("/", 1)[-1] for p in parts]).encode()}
+        levels = self._levels[d]
+        level = 1
+        while len(levels[level]) + 1 >= self.compact_fan_in:
+            level += 1
+        inputs = sorted(f for lv in range(level) for f in levels[lv])
         self._seq += 1
-        path = f"{d}/compact-{self._seq:08d}-{uuid.uuid4().hex}.parquet"
-        self._atomic_write_table(table.replace_schema_metadata(meta), path)
-        for p in parts:
+        tag = "" if level == 1 else f"-l{level}"
+        path = f"{d}/compact-{self._seq:08d}{tag}-{uuid.uuid4().hex}.parquet"
+        self._merge_into(inputs, path)
+        for p in inputs:
             self._delete(p)
-        self._small[d] = []
+        for lv in range(level):
+            levels[lv] = []
+        levels[level].append(path)
+        return len(inputs)
+
+    def _merge_into(self, inputs: list[str], final: str, filter: Any = None) -> None:
+        """Stream ``inputs``' rows (those ``filter`` keeps) into one new file published at
+        ``final``, whose footer lists the inputs. Memory: a few batches of rows, whatever the
+        inputs' size; row groups of ``MERGE_ROW_GROUP`` rows (one-row parts would otherwise
+        make one-row groups)."""
+        meta = {REPLACES_META: json.dumps([p.rsplit("/", 1)[-1] for p in inputs]).encode()}
+        schema = LEDGER_SCHEMA.with_metadata(meta)
+        dataset = ds.dataset(inputs, schema=LEDGER_SCHEMA, format="parquet", filesystem=self.fs)
+        tmp = self._tmp_path(final)
+
+        def write() -> None:
+            self._make_parent(final)
+            self._make_parent(tmp)
+            with pq.ParquetWriter(tmp, schema, filesystem=self.fs, compression="zstd") as out:
+                held: list[pa.RecordBatch] = []
+                rows = nbytes = 0
+                for batch in dataset.to_batches(filter=filter, batch_size=MERGE_ROW_GROUP,
+                                                batch_readahead=1, fragment_readahead=1):
+                    held.append(batch)
+                    rows += batch.num_rows
+                    nbytes += batch.nbytes
+                    if rows >= MERGE_ROW_GROUP or nbytes >= MERGE_GROUP_BYTES:
+                        out.write_table(pa.Table.from_batches(held, schema=LEDGER_SCHEMA))
+                        held, rows, nbytes = [], 0, 0
+                if held:
+                    out.write_table(pa.Table.from_batches(held, schema=LEDGER_SCHEMA))
+            self._publish(tmp, final)
+
+        self._guard_write(final, write, tmp=tmp)
 
     def _delete(self, path: str) -> None:
         """Deletes happen only under this driver's verified lease (never another driver's files)."""
@@ -478,18 +557,15 @@ class Ledger(ManifestMixin):
         for model, method in sorted(set(zip(errs.column("model").to_pylist(), errs.column("method").to_pylist()))):
             d = self._partition(model, method)
             olds = [f for f in files if f.rsplit("/", 1)[0] == d]
-            full = ds.dataset(olds, schema=LEDGER_SCHEMA, format="parquet", filesystem=self.fs).to_table()
-            is_err = pa.compute.equal(full.column("status"), STATUS_ERROR)
-            keep = full.filter(pa.compute.invert(is_err))
-            gone = full.filter(is_err).column("key").to_pylist()
-            meta = {REPLACES_META: json.dumps([p.rsplit("/", 1)[-1] for p in olds]).encode()}
+            gone = [k for m, x, k in zip(errs.column("model").to_pylist(), errs.column("method").to_pylist(),
+                                         errs.column("key").to_pylist()) if (m, x) == (model, method)]
             self._seq += 1
             path = f"{d}/rewrite-{self._seq:08d}-{uuid.uuid4().hex}.parquet"
             self._own()
-            self._atomic_write_table(keep.replace_schema_metadata(meta), path)
+            self._merge_into(olds, path, filter=pa.compute.field("status") != STATUS_ERROR)
             for p in olds:
                 self._delete(p)
-            self._small[d] = []
+            self._levels[d] = defaultdict(list)
             self._keys.difference_update(gone)
             released.extend(gone)
         return released
