@@ -303,7 +303,8 @@ def remaining(plan: Sequence[PlanItem], committed: Iterable[str]) -> Sequence[Pl
     string is made in Python). A plain list gives a list, as before.
     """
     if not isinstance(plan, Plan):
-        done = committed if isinstance(committed, (set, frozenset)) else set(committed)
+        done = set(committed.to_pylist()) if isinstance(committed, (pa.Array, pa.ChunkedArray)) else \
+            committed if isinstance(committed, (set, frozenset)) else set(committed)
         return [p for p in plan if p.key not in done]
     values = committed if isinstance(committed, (pa.Array, pa.ChunkedArray)) else \
         pa.array(list(committed), type=pa.string())

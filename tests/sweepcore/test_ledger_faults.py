@@ -18,6 +18,7 @@ import pytest
 
 from opteval.sweepcore.lease import LEASE_FILE, LeaseHeldError, LeaseLostError
 from opteval.sweepcore.ledger import CommitError, DamagedFileError, DuplicateKeyError, Ledger, error_row
+from opteval.sweepcore.ledger.keyset import KeySet
 from tests.sweepcore.test_ledger import _row, _setup
 
 REPO = Path(__file__).resolve().parents[2]
@@ -183,7 +184,7 @@ def test_duplicate_key_named_with_repair_hint_and_repaired(tmp_path):
     a.commit([_row(p) for p in plan[:3]])
     a.close()
     b = Ledger.open(str(tmp_path), "demo", res, fp)  # no lease: simulates the old two-driver damage
-    b._keys = set()
+    b._keys = KeySet()
     b.commit([_row(plan[1]), _row(plan[5])])
     with pytest.raises(DuplicateKeyError) as ei:
         _open(tmp_path, res, fp)

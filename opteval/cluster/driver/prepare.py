@@ -9,6 +9,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import pyarrow as pa
+
 from opteval.evalcore.harnesses.base import Budgets
 from opteval.evalcore.models.base import Sampling
 from opteval.evalcore.problems import AnswerKey, ProblemSpec, load_benchmark
@@ -30,7 +32,7 @@ class Prepared:
     answers: dict[str, AnswerKey]
     plan: Plan  # model-major
     ledger: Ledger
-    committed: set[str]
+    committed: pa.Array  # the ledger's own array of committed keys (Ledger.committed_array)
 
     # model -> one line, for each model whose dispatch was stopped as a configuration error
     # (opteval.cluster.driver.rejections); the sweep then exits 2 (opteval.cluster.driver.outcome)
@@ -80,7 +82,7 @@ def prepare(cfg: SweepConfig, read_only: bool = False) -> Prepared:
     problems, answers, ids = load_problems(cfg)
     plan = expand_plan(cfg, ids)
     ledger = open_ledger(cfg, plan, read_only=read_only)
-    committed = set(ledger.committed_keys()) if ledger is not None else set()
+    committed = ledger.committed_array() if ledger is not None else pa.array([], type=pa.string())
     return Prepared(cfg, model_cfgs, method_cfgs, problems, answers, plan, ledger, committed)
 
 

@@ -24,6 +24,7 @@ import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
+from opteval.sweepcore.ledger.keyset import KeySet
 from opteval.sweepcore.ledger.schema import (
     LEDGER_FORMAT,
     MANIFEST,
@@ -36,6 +37,12 @@ from opteval.sweepcore.ledger.schema import (
 )
 from opteval.sweepcore.ledger_errors import DamagedFileError, DuplicateKeyError, LedgerError, _cause
 from opteval.sweepcore.plan import Plan
+
+
+def _concat(chunks: Sequence[pa.Array]) -> pa.Array:
+    """One string array of key chunks (an empty one for none)."""
+    arrays = [c.cast(pa.string()) if c.type != pa.string() else c for c in chunks]
+    return pa.concat_arrays(arrays) if arrays else pa.array([], type=pa.string())
 
 
 def _sorted_keys_sha256(keys: pa.ChunkedArray | pa.Array, chunk: int = 1 << 16) -> str:
@@ -115,7 +122,7 @@ class ManifestMixin:
     object_store: bool
     quarantined: list[dict[str, Any]]
     _manifest: dict[str, Any] | None
-    _keys: set[str] | None
+    _keys: KeySet | None
 
     def _own(self) -> None:
         raise NotImplementedError
@@ -235,27 +242,28 @@ class ManifestMixin:
         except (pa.ArrowException, OSError, ValueError) as exc:
             raise DamagedFileError(f"{self.uri}/{PLAN_FILE}: cannot be read ({_cause(exc)}); {REPAIR_HINT}") from exc
 
-    def _scan_keys(self, files: list[str]) -> list[tuple[str, list[str]]]:
-        """``[(file, keys)]``; one dataset scan (fast), or file by file when that fails so the
-        damaged ones can be named: :class:`DamagedFileError`, or quarantined under ``repair``."""
+    def _scan_keys(self, files: list[str]) -> list[tuple[str, pa.Array]]:
+        """``[(file, keys)]``, keys as Arrow strings; one dataset scan (fast), or file by file when
+        that fails so the damaged ones can be named: :class:`DamagedFileError`, or quarantined
+        under ``repair``."""
         if not files:
             return []
         try:
             dataset = ds.dataset(files, format="parquet", filesystem=self.fs)
-            got: dict[str, list[str]] = {f: [] for f in files}
+            got: dict[str, list[pa.Array]] = {f: [] for f in files}
             for batch in dataset.scanner(columns=["key"]).scan_batches():
-                got.setdefault(batch.fragment.path, []).extend(batch.record_batch.column(0).to_pylist())
-            return list(got.items())
+                got.setdefault(batch.fragment.path, []).append(batch.record_batch.column(0))
+            return [(f, _concat(chunks)) for f, chunks in got.items()]
         except (pa.ArrowException, OSError, ValueError):
             pass
         per_file, damaged = [], []
         for f in files:
             try:
-                keys = pq.read_table(f, columns=["key"], filesystem=self.fs).column(0).to_pylist()
+                keys = pq.read_table(f, columns=["key"], filesystem=self.fs).column(0)
             except (pa.ArrowException, OSError, ValueError, KeyError) as exc:
                 damaged.append((f, _cause(exc)))
                 continue
-            per_file.append((f, keys))
+            per_file.append((f, _concat(keys.chunks)))
         if damaged and (not self.repair or self.read_only):
             f, cause = damaged[0]
             more = f" (and {len(damaged) - 1} more damaged file(s))" if len(damaged) > 1 else ""
@@ -264,24 +272,21 @@ class ManifestMixin:
             self._quarantine(f, f"cannot be read: {cause}", keys=None)
         return per_file
 
-    def _read_keys_checked(self, files: list[str]) -> tuple[set[str], set[str]]:
+    def _read_keys_checked(self, files: list[str]) -> tuple[KeySet, set[str]]:
         """(committed keys, files moved to quarantine). A key committed twice is a
         :class:`DuplicateKeyError`; under ``repair`` the later file holding it is
-        quarantined (its other keys run again)."""
+        quarantined (its other keys run again). The keys stay in Arrow (:class:`KeySet`);
+        Python strings are made only to name a duplicate."""
         per_file = self._scan_keys(files)
         bad = set(files) - {f for f, _ in per_file}
         while True:
-            keys: set[str] = set()
-            total = 0
-            for _, ks in per_file:
-                keys.update(ks)
-                total += len(ks)
-            if total == len(keys):
+            keys = KeySet(_concat([ks for _, ks in per_file]))
+            if not keys.duplicates():
                 return keys, bad
             seen: dict[str, str] = {}
             dup: tuple[str, str, str] | None = None
-            for path, ks in sorted(per_file):
-                for k in ks:
+            for path, ks in sorted(per_file, key=lambda fk: fk[0]):
+                for k in ks.to_pylist():
                     if k in seen:
                         dup = (k, seen[k], path)
                         break
@@ -289,6 +294,7 @@ class ManifestMixin:
                 if dup:
                     break
             assert dup is not None
+            del seen
             k, first, path = dup
             where = "twice in " + self._show(path) if first == path else \
                 f"in {self._show(first)} and in {self._show(path)}"
@@ -296,7 +302,7 @@ class ManifestMixin:
                 raise DuplicateKeyError(f"ledger {self.uri}: key {k!r} is committed {where}; "
                                         "sweep.repair=true moves the later file into <sweep>/quarantine/ "
                                         "and runs its keys again")
-            held = dict(per_file)[path]
+            held = dict(per_file)[path].to_pylist()
             self._quarantine(path, f"key {k!r} committed {where}", keys=held)
             per_file = [(f, ks) for f, ks in per_file if f != path]
             bad.add(path)
