@@ -88,7 +88,7 @@ def resume(tmp: Path, out: Path, scale: int) -> None:
     plan = expand_plan(cfg, ids)
     t2 = time.perf_counter()
     led = Ledger.open(str(out), name, res, fp)
-    committed = led.committed_keys()
+    committed = led.committed_array()  # what the driver's prepare() holds (Prepared.committed)
     t3 = time.perf_counter()
     led.record_plan(plan)
     t4 = time.perf_counter()
