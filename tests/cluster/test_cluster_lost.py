@@ -69,7 +69,38 @@ def _start(out: Path, log: Path) -> tuple[subprocess.Popen, list[int]]:
     return p, services
 
 
+def _holders(port: int) -> list[str]:
+    """Who listens on ``port`` (pid and name), for the failure message."""
+    out = []
+    for c in psutil.net_connections("tcp"):
+        if c.laddr and c.laddr.port == port and c.status == psutil.CONN_LISTEN:
+            try:
+                out.append(f"{c.pid} {psutil.Process(c.pid).cmdline()[:3] if c.pid else '?'}")
+            except psutil.Error:
+                out.append(f"{c.pid} (gone)")
+    return out
+
+
+def _port_released(port: int, within_s: float = 30.0) -> None:
+    """A process of the signalled sweep's tree (a Serve proxy worker) may outlive its raylet by a
+    moment and hold the sweep's HTTP port; the resume would then rightly refuse the port (exit 2,
+    seen once under load). It must be released within ``within_s``: a process that keeps it is an
+    orphan the signal left behind, and fails the test naming it."""
+    deadline = time.monotonic() + within_s
+    while True:
+        with socket.socket() as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the sweep's own check (port_free)
+            try:
+                s.bind(("127.0.0.1", port))
+                return
+            except OSError:
+                pass
+        assert time.monotonic() < deadline, f"port {port} still held {within_s:g} s on: {_holders(port)}"
+        time.sleep(0.2)
+
+
 def _resume(out: Path, committed: int) -> None:
+    _port_released(PORT)
     done = subprocess.run([sys.executable, *_args(out)], cwd=REPO, env=_env(), capture_output=True, text=True,
                           timeout=600)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]

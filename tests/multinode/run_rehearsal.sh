@@ -76,6 +76,14 @@ print("[rehearsal] nodes:", [{k: v for k, v in r.items() if not k.startswith("no
 assert len(nodes) == 3, nodes
 EOF
 
+# Every node's agent unpacks the working_dir once before the sweep's job starts (three nodes
+# share this machine's session directory; tests/multinode/warm_nodes.py says why).
+ray job submit --address="http://127.0.0.1:$DASH" --working-dir "$REPO" \
+  --runtime-env-json '{"env_vars": {"RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0"}}' \
+  -- python tests/multinode/warm_nodes.py >"$WORK/warm.log" 2>&1 \
+  || { tail -n 40 "$WORK/warm.log"; echo "[rehearsal] FAILED: the warm-up job (log: $WORK/warm.log)"; exit 1; }
+grep -h "working_dir unpacked" "$WORK/warm.log" || true
+
 set +e
 ray job submit --address="http://127.0.0.1:$DASH" --working-dir "$REPO" \
   --runtime-env-json '{"env_vars": {"RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0"}}' \

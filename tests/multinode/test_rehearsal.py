@@ -24,5 +24,6 @@ def test_rehearsal_on_three_nodes_with_fake_gpus():
     """Three models of unequal work on 3 fake GPUs (4 needed at once): freed GPUs take the next one."""
     run = subprocess.run(["bash", str(SCRIPT)], capture_output=True, text=True, timeout=1100)
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
+    assert "[rehearsal] working_dir unpacked on 3 node(s)" in run.stdout  # warm_nodes.py, before the sweep
     assert "[rehearsal] OK: 160/160 trajectories committed, 0 error rows" in run.stdout
     assert "the first model's GPUs served the third before the second finished, nothing left deployed" in run.stdout
