@@ -294,7 +294,6 @@ class ManifestMixin:
                 if dup:
                     break
             assert dup is not None
-            del seen
             k, first, path = dup
             where = "twice in " + self._show(path) if first == path else \
                 f"in {self._show(first)} and in {self._show(path)}"

@@ -113,9 +113,9 @@ def _is_hidden(rel: str) -> bool:
 # -- the ledger ------------------------------------------------------------------------------------
 
 # Compaction's shape ("Why compaction, in tiers" above). At GPU commit rates (6 rows a commit, one
-# row a part file, over the paper's 33 model x method cells) these keep ~250 live files at 60,000
-# rows and ~300 at 589,116, each row rewritten about once per level (log3 of a cell's parts / 6):
-# measured by bench/bench_scale.py (docs/performance.md).
+# row a part file, over the paper's 33 model x method cells) these keep 171 live files at 60,000
+# rows (measured by bench/bench_scale.py, docs/performance.md) and 297 at 589,116 (the same rule
+# simulated), each row rewritten about once per level (log3 of a cell's parts / 6).
 COMPACT_EVERY = 6  # parts that make a level-1 file
 COMPACT_FAN_IN = 3  # a level never holds this many files: the next compaction goes up instead
 MERGE_ROW_GROUP = 1024  # rows in a merged file's row group (one-row parts make one-row batches)
@@ -559,11 +559,13 @@ class Ledger(ManifestMixin):
         if errs.num_rows == 0:
             return []
         released: list[str] = []
-        for model, method in sorted(set(zip(errs.column("model").to_pylist(), errs.column("method").to_pylist()))):
+        by_cell: dict[tuple[str, str], list[str]] = defaultdict(list)
+        for m, x, k in zip(errs.column("model").to_pylist(), errs.column("method").to_pylist(),
+                           errs.column("key").to_pylist()):
+            by_cell[(m, x)].append(k)
+        for (model, method), gone in sorted(by_cell.items()):
             d = self._partition(model, method)
             olds = [f for f in files if f.rsplit("/", 1)[0] == d]
-            gone = [k for m, x, k in zip(errs.column("model").to_pylist(), errs.column("method").to_pylist(),
-                                         errs.column("key").to_pylist()) if (m, x) == (model, method)]
             self._seq += 1
             path = f"{d}/rewrite-{self._seq:08d}-{uuid.uuid4().hex}.parquet"
             self._own()
