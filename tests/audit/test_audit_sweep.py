@@ -44,7 +44,7 @@ def multi(tmp_path_factory) -> Path:
     done = subprocess.run(
         [sys.executable, "-m", "opteval.jobs.cli", "sweep", "sweep.name=multi", f"sweep.output_dir={root}",
          f"models=[{','.join(SKILLS)}]", "methods=[direct,opticycle]", "benchmarks=[sample]", "samples.default=3",
-         "cluster.workers=1", "cluster.executors=1", f"serving.http_port={_port()}", "tracking.enabled=false"],
+         "cluster.workers=2", "cluster.executors=2", f"serving.http_port={_port()}", "tracking.enabled=false"],
         cwd=str(root), env=env, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     return root
