@@ -6,6 +6,7 @@ answer key where the data is present): nothing is re-run.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -82,8 +83,10 @@ class Detail:
         return page_name(self.key)
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def page_name(key: str) -> str:
-    """A trajectory page's file name: keys hold '/' and problem ids any character."""
+    """A trajectory page's file name: keys hold '/' and problem ids any character. Cached: a page
+    names each of its siblings' pages twice, and a paper sweep has ~20 siblings a problem."""
     return f"traj-{hashlib.sha256(key.encode()).hexdigest()[:16]}.html"
 
 
