@@ -288,9 +288,7 @@ def write_site(rows: Any, plan: Any, out_dir: str | Path, answer_keys: Mapping[s
     shards = _write_shards(table, paged, answers, out, shard_bytes)
     counts = {str(s): int(n) for s, n in sorted(_status_counts(table).items(), key=lambda kv: (-kv[1], kv[0]))}
     n_rows, n_pages = table.num_rows, int(paged.sum())
-    lean = table.select(["key", "model", "method", "benchmark", "problem_id", "sample", "status", "correct",
-                         "submission", "prompt_tokens", "completion_tokens", "n_calls", "n_execs", "wall_s",
-                         "error", "committed_at", "simulated"]).filter(pa.array(paged))
+    lean = table.filter(pa.array(paged))  # at most max_pages rows
     del table
     _write_pages(source, lean, answers, out, title, page_batch)
     env = _env()
