@@ -1,16 +1,24 @@
 """``opteval view ... --audit DIR``: the viewer marks the problems whose key the audit calls suspect
 (issue 37). Added after the site is written, so the viewer's own templates stay as they are: a banner
 on the index and on every trajectory page of a suspect problem, and ``audit.html`` listing each
-suspect key with its evidence and links to its trajectories. Pure file work, no Ray."""
+suspect key with its evidence and links to its trajectories. Pure file work, no Ray.
+
+The index's rows live in shards/ (issue 44); the banner goes on index.html itself, so a marked site
+still shows it before any shard loads."""
 from __future__ import annotations
 
 import html
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.compute as pc
+
 from opteval.evalcore.audit_report import load_suspects
 from opteval.evalcore.reporting.view.model import page_name
 
+# what mark_site reads of the ledger: never the detail columns
+MARK_COLUMNS = ("key", "benchmark", "problem_id", "model", "method", "sample")
 STYLE = ("background:#fff3cd;border:1px solid #e0a800;padding:.5em 1em;margin:.5em 0;font-family:sans-serif")
 
 
@@ -26,10 +34,25 @@ def _insert(path: Path, banner: str) -> bool:
     return True
 
 
+def _suspect_rows(table: Any, problems: set[tuple[str, str]]) -> list[dict[str, Any]]:
+    """The rows of the suspect problems only, as dicts (a paper sweep's 589,116 rows are not turned
+    into Python objects for a few suspect problems)."""
+    if not isinstance(table, pa.Table):
+        table = pa.Table.from_pandas(table[list(MARK_COLUMNS)], preserve_index=False)
+    table = table.select(list(MARK_COLUMNS))
+    if not problems or not table.num_rows:
+        return []
+    joined = pc.binary_join_element_wise(table.column("benchmark").cast(pa.string()),
+                                         table.column("problem_id").cast(pa.string()), "\x00")
+    wanted = pa.array([f"{b}\x00{p}" for b, p in sorted(problems)], pa.string())
+    return table.filter(pc.is_in(joined, value_set=wanted)).to_pylist()
+
+
 def mark_site(out: Path, audit_dir: str | Path, table: Any) -> int:
-    """Mark the site under ``out`` from ``audit_dir``'s audit.parquet; returns the pages marked."""
+    """Mark the site under ``out`` from ``audit_dir``'s audit.parquet; returns the pages marked.
+    ``table``: the ledger's :data:`MARK_COLUMNS` (pyarrow or pandas)."""
     _, detail = load_suspects(audit_dir)
-    keys = table.select(["key", "benchmark", "problem_id", "model", "method", "sample"]).to_pylist()
+    keys = _suspect_rows(table, set(detail))
     by_problem: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for r in keys:
         by_problem.setdefault((r["benchmark"], r["problem_id"]), []).append(r)

@@ -5,22 +5,18 @@ from __future__ import annotations
 
 import html
 import json
-import re
 from pathlib import Path
 
 import pandas as pd
 import pyarrow as pa
+import pytest
 
-from opteval.evalcore.reporting.view import page_name, write_site
+from opteval.evalcore.reporting.view import TableSource, page_name, write_site
 from opteval.sweepcore.ledger import Ledger
 from tests.view.conftest import SWEEP, args, opteval
+from tests.view.sites import facets, shard, site_rows, synthetic
 
-
-def _rows(index: Path) -> list[dict]:
-    text = index.read_text()
-    blob = re.search(r'<script id="data" type="application/json">(.*?)</script>', text, re.S)
-    assert blob, "index.html carries its rows"
-    return json.loads(blob.group(1))
+_rows = site_rows
 
 
 def test_view_writes_every_trajectory_and_a_page_each(demo):
@@ -94,7 +90,7 @@ def test_text_is_escaped_not_rendered(tmp_path):
     for path in (site.index, tmp_path / "v" / page_name(str(row["key"]))):
         text = path.read_text()
         assert "<script>alert(1)</script>" not in text and "<b>x</b>" not in text
-    assert _rows(site.index)[0]["error"] == evil  # the JSON still round-trips the exact text
+    assert _rows(site.index)[0]["error"] == evil  # the shard's JSON still round-trips the exact text
 
 
 def test_site_files_are_readable_by_the_group(tmp_path):
@@ -155,7 +151,9 @@ def test_view_attaches_to_the_sweeps_mlflow_run(demo, tmp_path):
     assert exp is not None
     parent = next(r for r in client.search_runs([exp.experiment_id]) if r.data.tags.get("opteval.role") == "parent")
     names = {Path(a.path).name for a in client.list_artifacts(parent.info.run_id, "view")}
-    assert "index.html" in names and len(names) == len(list((tmp_path / "v").glob("*.html")))
+    assert "index.html" in names and names == {p.name for p in (tmp_path / "v").glob("*.html")} | {"shards"}
+    shards = {Path(a.path).name for a in client.list_artifacts(parent.info.run_id, "view/shards")}
+    assert shards and shards == {p.name for p in (tmp_path / "v" / "shards").glob("*.js")}
 
 
 def test_simulated_rows_say_so_on_every_page_and_files_are_world_readable(tmp_path):
@@ -177,3 +175,111 @@ def test_simulated_rows_say_so_on_every_page_and_files_are_world_readable(tmp_pa
         assert stat.S_IMODE(path.stat().st_mode) == 0o644, path
     assert "SIMULATED reply" in sim_page.read_text()
     assert "SIMULATED" not in real_page.read_text()  # a real model's page is not labelled
+
+
+def test_rows_are_sharded_under_the_byte_limit_and_every_row_is_in_one(tmp_path):
+    """Issue 44: one inlined JSON blob made a 212 MB index at the paper's size. Rows go to shards of one
+    (model, method, benchmark) cell each, split to stay under the limit; the index inlines only each
+    shard's cell and counts, which agree with the rows."""
+    table, plan = synthetic(problems=60)
+    limit = 3_000
+    site = write_site(table, plan, tmp_path / "v", max_pages=10, shard_bytes=limit)
+    out = tmp_path / "v"
+    files = sorted((out / "shards").glob("*.js"))
+    f = facets(site.index)
+    assert len(files) == len(f["shards"]) > len(f["cells"]) == 8  # 2 models x 2 methods x 2 benchmarks, split
+    assert max(p.stat().st_size for p in files) <= limit
+    assert site.index.stat().st_size < 100_000  # the facets, not the rows
+    rows = site_rows(site.index)
+    assert len(rows) == site.trajectories == plan.num_rows and len({r["key"] for r in rows}) == len(rows)
+    assert [r["key"] for r in rows] == sorted(plan.column("key").to_pylist())  # model, method, benchmark, problem
+    for n, (cell, count, counts) in enumerate(f["shards"]):
+        _, shard_rows = shard(out / "shards" / f"s{n}.js")
+        model, method, benchmark = f["cells"][cell]
+        assert all(r[0].startswith(f"{model}/{method}/{benchmark}/") for r in shard_rows)
+        got: dict[str, list[int]] = {}
+        for r in shard_rows:
+            got.setdefault(r[3], [0, 0])[int(r[4])] += 1
+        assert got == counts and sum(map(sum, counts.values())) == count
+    assert site.missing == sum(r["status"] == "missing" for r in rows) == plan.num_rows - table.num_rows
+    assert sum(r["page"] is not None for r in rows) == site.pages == 10
+    # a smaller site written over it leaves no stale shard behind
+    small = write_site(table.slice(0, 3), None, out, shard_bytes=limit)
+    assert len(list((out / "shards").glob("*.js"))) == len(facets(small.index)["shards"]) == 1
+
+
+def test_a_row_larger_than_the_shard_limit_is_refused(tmp_path):
+    table, plan = synthetic(problems=2)
+    with pytest.raises(ValueError, match="smaller than one index row"):
+        write_site(table, plan, tmp_path / "v", shard_bytes=50)
+
+
+class Spy(TableSource):
+    """A row source that records what each read asked for, and whose transcripts must never be read
+    unless a row gets a page."""
+
+    def __init__(self, table: pa.Table) -> None:
+        super().__init__(table)
+        self.reads: list[tuple[list[str], object]] = []
+
+    def scan(self, columns, batch_rows=8192, filter=None):
+        self.reads.append((list(columns), filter))
+        return super().scan(columns, batch_rows, filter)
+
+
+def test_the_writer_reads_transcripts_only_for_the_paged_rows(tmp_path):
+    table, plan = synthetic(problems=30)
+    spy = Spy(table)
+    site = write_site(spy, plan, tmp_path / "none", max_pages=0)
+    assert site.pages == 0 and site.trajectories == plan.num_rows
+    assert len(spy.reads) == 1 and not {"transcript", "calls", "execs"} & set(spy.reads[0][0])
+    assert spy.reads[0][1] is None
+    # pages for the 5 first by priority (errors): one filtered read of their detail columns
+    spy = Spy(table)
+    site = write_site(spy, plan, tmp_path / "five", max_pages=5, page_batch=2)
+    assert site.pages == 5 and len(spy.reads) == 2
+    columns, keys = spy.reads[1]
+    assert "transcript" in columns and keys is not None
+    paged = [r for r in site_rows(site.index) if r["page"]]
+    assert len(paged) == 5 and {r["status"] for r in paged} == {"error"}
+    assert all(r["key"] in str(keys) for r in paged)
+    assert len(list((tmp_path / "five").glob("traj-*.html"))) == 5
+
+
+def test_the_writer_streams_a_ledger(tmp_path):
+    """A real ledger as the source: its rows read in record batches, never its whole table."""
+    from opteval.sweepcore.ledger import Ledger
+
+    table, plan = synthetic(models=1, methods=("direct",), benchmarks=1, problems=10)
+    led = Ledger.open(str(tmp_path), "s", {"x": 1}, "fp")
+    rows = table.to_pylist()
+    led.commit(rows[:4])
+    led.commit(rows[4:])
+    calls: list[list[str]] = []
+    real_scan = led.scan
+
+    def scan(columns, batch_rows=8192, filter=None):
+        calls.append(list(columns))
+        return real_scan(columns, batch_rows, filter)
+
+    led.scan = scan  # type: ignore[method-assign]
+    led.read_table = None  # type: ignore[assignment]  # never the whole table
+    site = write_site(led, plan, tmp_path / "v", max_pages=3, batch_rows=3)
+    assert site.trajectories == plan.num_rows and site.pages == 3 and len(calls) == 2
+    assert [r["key"] for r in site_rows(site.index)] == sorted(plan.column("key").to_pylist())
+    led.close()
+
+
+def test_a_key_committed_twice_shows_its_last_attempt(tmp_path):
+    table, plan = synthetic(models=1, methods=("direct",), benchmarks=1, problems=3, skip_every=99)
+    df = table.to_pandas()
+    df["committed_at"] = pd.Timestamp("2025-01-01", tz="UTC")
+    retry = df.iloc[[0]].copy()
+    retry[["status", "correct", "error", "committed_at"]] = ["submitted", True, None, pd.Timestamp("2025-01-02", tz="UTC")]
+    df.loc[0, ["status", "error"]] = ["error", "first attempt lost"]
+    site = write_site(pd.concat([retry, df], ignore_index=True), plan, tmp_path / "v")
+    rows = {r["key"]: r for r in site_rows(site.index)}
+    assert len(rows) == site.trajectories == 3 and site.errors == 1  # p002's, not the retried p000's
+    first = str(df.loc[0, "key"])
+    assert rows[first]["status"] == "submitted" and rows[first]["correct"] is True
+    assert "first attempt lost" not in (tmp_path / "v" / page_name(first)).read_text()

@@ -6,15 +6,21 @@ answer key where the data is present): nothing is re-run.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
+import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
 
 from opteval.evalcore.grading import PROFILES, parse_submission
 from opteval.evalcore.problems import AnswerKey
+from opteval.evalcore.records import LEDGER_SCHEMA
 from opteval.evalcore.reporting.frame import _loads, _nn, number, to_frame
 
 STATUS_MISSING = "missing"  # planned, never committed: counts as wrong in every table
@@ -77,8 +83,10 @@ class Detail:
         return page_name(self.key)
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def page_name(key: str) -> str:
-    """A trajectory page's file name: keys hold '/' and problem ids any character."""
+    """A trajectory page's file name: keys hold '/' and problem ids any character. Cached: a page
+    names each of its siblings' pages twice, and a paper sweep has ~20 siblings a problem."""
     return f"traj-{hashlib.sha256(key.encode()).hexdigest()[:16]}.html"
 
 
@@ -165,3 +173,104 @@ def rows_with_missing(table: Any, plan: Any) -> pd.DataFrame:
     missing["correct"] = False
     missing["error"] = "planned, not committed"
     return pd.concat([df, missing], ignore_index=True) if len(df) else missing.reset_index(drop=True)
+
+
+# -- the viewer's streaming read (issue 44): small columns for every row, detail only for pages ---
+
+# what the index shows of every row (plus what orders and deduplicates them): never the JSON detail
+INDEX_COLUMNS = ("key", "model", "method", "benchmark", "problem_id", "sample", "status", "correct", "submission",
+                 "prompt_tokens", "completion_tokens", "n_calls", "n_execs", "wall_s", "error", "simulated",
+                 "committed_at")
+# what :func:`detail` reads of a row that gets a page
+DETAIL_READ = ("key", "model", "method", "benchmark", "problem_id", "sample", "status", "correct", "submission",
+               "error", "prompt_tokens", "completion_tokens", "n_calls", "n_execs", "wall_s", "grading_profile",
+               "extraction", "committed_at", "transcript", "calls", "execs")
+ORDER = ("model", "method", "benchmark", "problem_id", "sample")  # the index's row order
+INDEX_SCHEMA = pa.schema([LEDGER_SCHEMA.field(c).with_nullable(True) for c in INDEX_COLUMNS])
+
+
+class RowSource(Protocol):
+    """What the viewer reads rows from: a :class:`opteval.sweepcore.ledger.Ledger` (streamed from
+    disk) or :class:`TableSource` (a table already in memory: tests, small tools)."""
+
+    def scan(self, columns: list[str], batch_rows: int = ..., filter: Any = None) -> Iterator[pa.RecordBatch]: ...
+
+
+class TableSource:
+    """An in-memory ledger table (pyarrow or pandas, any subset of the ledger's columns) read as a
+    :class:`RowSource`: the same projected, filtered batches a ledger gives, absent columns null."""
+
+    def __init__(self, table: Any) -> None:
+        if isinstance(table, pa.Table):
+            df = None
+            cols = {n: table.column(n) for n in table.column_names}
+        else:
+            df = table if isinstance(table, pd.DataFrame) else pd.DataFrame(table)
+            cols = {n: df[n] for n in df.columns}
+        n = table.num_rows if df is None else len(df)
+        arrays = [_as_type(cols[f.name], f.type) if f.name in cols else pa.nulls(n, f.type) for f in LEDGER_SCHEMA]
+        self.table = pa.Table.from_arrays(arrays, schema=pa.schema([f.with_nullable(True) for f in LEDGER_SCHEMA]))
+
+    def scan(self, columns: list[str], batch_rows: int = 8192, filter: Any = None) -> Iterator[pa.RecordBatch]:
+        yield from ds.dataset(self.table).to_batches(columns=columns, filter=filter, batch_size=batch_rows)
+
+
+def _as_type(values: Any, typ: pa.DataType) -> pa.Array | pa.ChunkedArray:
+    """One column as the ledger's type (a pandas frame built by hand holds objects of any kind)."""
+    if isinstance(values, (pa.Array, pa.ChunkedArray)):
+        return values if values.type == typ else values.cast(typ, safe=False)
+    try:
+        return pa.array(values, type=typ, from_pandas=True)
+    except (pa.ArrowException, TypeError, ValueError):
+        cells = [_nn(v) for v in values]
+        if pa.types.is_string(typ):
+            return pa.array([None if v is None else str(v) for v in cells], type=typ)
+        return pa.array(cells).cast(typ, safe=False)
+
+
+def as_source(rows: Any) -> RowSource:
+    """A ledger as it is; a table or frame wrapped in :class:`TableSource`."""
+    return rows if hasattr(rows, "scan") else TableSource(rows)
+
+
+def _conform(batch: pa.RecordBatch) -> pa.RecordBatch:
+    arrays = [batch.column(f.name) if batch.column(f.name).type == f.type else batch.column(f.name).cast(f.type)
+              for f in INDEX_SCHEMA]
+    return pa.RecordBatch.from_arrays(arrays, schema=INDEX_SCHEMA)
+
+
+def _last_per_key(table: pa.Table) -> pa.Table:
+    """A key committed twice keeps its last committed row (:func:`to_frame`'s rule), in Arrow."""
+    if not table.num_rows or pc.count_distinct(table.column("key")).as_py() == table.num_rows:
+        return table
+    order = np.arange(table.num_rows)
+    at = table.column("committed_at")
+    if at.null_count == 0:
+        order = np.argsort(at.cast(pa.int64()).to_numpy(), kind="stable")
+    keys = pd.Series(table.column("key").take(pa.array(order)).to_numpy(zero_copy_only=False))
+    keep = np.sort(order[~keys.duplicated(keep="last").to_numpy()])
+    return table.take(pa.array(keep))
+
+
+def index_rows(source: RowSource, plan: Any, batch_rows: int = 8192) -> pa.Table:
+    """Every row the viewer lists, as Arrow in the index's order: the committed rows' small columns
+    (:data:`INDEX_COLUMNS`, last attempt per key), read in record batches, plus one ``missing`` row
+    per planned key never committed (what :func:`rows_with_missing` gives, without the detail
+    columns or a pandas frame: 589,116 planned keys stay ~100 bytes each)."""
+    batches = [_conform(b) for b in source.scan(list(INDEX_COLUMNS), batch_rows)]
+    table = _last_per_key(pa.Table.from_batches(batches, schema=INDEX_SCHEMA))
+    if plan is not None:
+        plan = plan if isinstance(plan, pa.Table) else pa.Table.from_pandas(pd.DataFrame(plan), preserve_index=False)
+    if plan is not None and plan.num_rows:
+        absent = plan.filter(pc.invert(pc.is_in(plan.column("key"), value_set=table.column("key"))))
+        n = absent.num_rows
+        fixed = {"status": pa.array([STATUS_MISSING] * n, pa.string()), "correct": pa.array([False] * n, pa.bool_()),
+                 "error": pa.array(["planned, not committed"] * n, pa.string())}
+        arrays = [fixed[f.name] if f.name in fixed
+                  else _as_type(absent.column(f.name), f.type) if f.name in absent.column_names
+                  else pa.nulls(n, f.type) for f in INDEX_SCHEMA]
+        if n:
+            table = pa.concat_tables([table, pa.Table.from_arrays(arrays, schema=INDEX_SCHEMA)])
+    if not table.num_rows:
+        return table
+    return table.take(pc.sort_indices(table, sort_keys=[(c, "ascending") for c in ORDER]))
