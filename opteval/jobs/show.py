@@ -38,6 +38,24 @@ def find(rows: Any, key: str) -> Any:
     raise UsageError(f"{len(hits)} trajectory keys start with {key!r}; give more of it:\n  {listed}{more}")
 
 
+def locate(ledger: Ledger, key: str) -> Any:
+    """``find`` over the committed and planned keys, then only that trajectory read whole: the keys
+    of a paper-sized sweep are tens of MB, its transcripts tens of GB (issue 44)."""
+    import pandas as pd
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from opteval.evalcore.reporting.view import rows_with_missing
+
+    plan = ledger.read_plan()
+    columns = [ledger.read_table(columns=["key"]).column("key")] + ([plan.column("key")] if plan is not None else [])
+    keys = pa.chunked_array([c.cast(pa.string()) for col in columns for c in col.chunks], pa.string())
+    hits = pc.unique(keys.filter(pc.starts_with(keys, key)))
+    chosen = str(find(pd.DataFrame({"key": pd.Series(hits.to_pylist(), dtype=object)}), key)["key"])
+    one = pc.field("key") == chosen
+    return find(rows_with_missing(ledger.read_table(filter=one), None if plan is None else plan.filter(one)), chosen)
+
+
 def render(d: Any, width: int = 100) -> str:
     """The terminal form of a :class:`opteval.evalcore.reporting.view.Detail`."""
     rule = "-" * width
@@ -67,7 +85,7 @@ def render(d: Any, width: int = 100) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from opteval.evalcore.reporting.view import detail, rows_with_missing
+    from opteval.evalcore.reporting.view import detail
     from opteval.evalcore.reporting.view.model import answer_text
 
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -95,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
             raise UsageError("give exactly one trajectory KEY (or a unique prefix of one); opteval show --help")
         cfg = load_config(dotlist)
         ledger = Ledger.open_existing(cfg.sweep.output_dir, cfg.sweep.name)
-        row = find(rows_with_missing(ledger.read_table(), ledger.read_plan()), keys[0])
+        row = locate(ledger, keys[0])
     except (ConfigError, LedgerError, UsageError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return ExitCode.USAGE
