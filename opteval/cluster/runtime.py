@@ -17,6 +17,7 @@ from typing import Any
 import psutil
 
 from opteval.cluster import ray_private
+from opteval.evalcore.backoff import Backoff
 
 NAMESPACE = "opteval"
 # The custom Ray resource a node offers, one unit per executor slot (PINNED: the KubeRay
@@ -112,7 +113,7 @@ def init_with_retries(kwargs: dict[str, Any], *, attempts: int | None = None, ba
                     f"Ray did not start after {attempts} attempt(s) (last: {cause}); the machine may be "
                     f"overloaded (load average {_load()}): retry when it is quieter, or raise "
                     f"OPTEVAL_RAY_START_ATTEMPTS") from None
-            wait = min(backoff * (2 ** i), STARTUP_MAX_BACKOFF_S)
+            wait = Backoff(backoff, STARTUP_MAX_BACKOFF_S).delay(i)
             print(f"[ray] start-up attempt {i + 1}/{attempts} timed out ({cause}); retrying in {wait:g} s",
                   file=sys.stderr, flush=True)
             time.sleep(wait)

@@ -30,6 +30,7 @@ from opteval.cluster.driver.progress import Progress
 from opteval.cluster.driver.rejections import RejectionGuard
 from opteval.cluster.driver.schedule import max_ongoing
 from opteval.cluster.driver.signals import StopState
+from opteval.evalcore.backoff import Backoff
 from opteval.evalcore.records import Trajectory
 from opteval.sweepcore.endpoint import Endpoint
 from opteval.sweepcore.plan import PlanItem
@@ -102,7 +103,7 @@ class Dispatcher:
     def _retry_wait(self, attempt: int) -> float:
         """Backoff before retry ``attempt`` (1-based): ``retry_backoff_s * 2**(attempt-1)``, long
         enough for a killed actor to restart (a few seconds) by the second retry."""
-        return self.backoff_s * (2 ** (attempt - 1))
+        return Backoff(self.backoff_s).delay(attempt - 1)
 
     def _task(self, item: PlanItem, ep: Endpoint) -> TrajectoryTask:
         me = self.prep.method_cfgs[item.method]

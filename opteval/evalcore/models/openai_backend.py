@@ -25,13 +25,13 @@ import asyncio
 import json
 import logging
 import os
-import random
 import time
 from dataclasses import dataclass
 from typing import Any
 
 import httpx
 
+from opteval.evalcore.backoff import Backoff
 from opteval.evalcore.models.base import CallMeta, Completion, EndpointFailure, Message, ModelError, Sampling, Usage
 
 log = logging.getLogger(__name__)
@@ -162,10 +162,7 @@ class ChatCompletionsModel:
         """Release the transport's resources (nothing by default)."""
 
     def _backoff(self, attempt: int, retry_after: float | None) -> float:
-        delay = self.backoff_s * (2**attempt) * (0.5 + random.random())  # full jitter around 2^n
-        if retry_after is not None:
-            delay = max(delay, retry_after)
-        return min(delay, MAX_BACKOFF_S)
+        return Backoff(self.backoff_s, MAX_BACKOFF_S, jitter=True).delay(attempt, at_least=retry_after)
 
     async def chat(
         self, messages: list[Message], sampling: Sampling, seed: int, meta: CallMeta | None = None

@@ -42,6 +42,7 @@ from typing import Any, NamedTuple
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from opteval.evalcore.backoff import Backoff
 from opteval.evalcore.finish_reasons import COLUMNS as FINISH_COLUMNS
 from opteval.evalcore.finish_reasons import with_counts
 from opteval.evalcore.formulation import with_unsolved
@@ -738,7 +739,7 @@ class BackgroundStart:
 
     def _run(self) -> None:
         t = self.tracker
-        delay = self.backoff_s
+        schedule = Backoff(self.backoff_s, self.max_backoff_s)
         t.quiet = True
         while not self._stop.is_set():
             self.attempts += 1
@@ -756,8 +757,7 @@ class BackgroundStart:
             if self.attempts == 1:
                 print(f"[sweep] MLflow ({t.uri}) is not reachable ({getattr(t, 'last_error', 'no answer')}); "
                       f"the sweep goes on and retries it in the background", flush=True)
-            self._stop.wait(delay)
-            delay = min(delay * 2, self.max_backoff_s)
+            self._stop.wait(schedule.delay(self.attempts - 1))
 
     def wait(self, timeout_s: float) -> bool:
         """Up within ``timeout_s``? (The end of the sweep gives a slow start one more chance.)"""
