@@ -228,6 +228,20 @@ def test_sign_flip_pvalue_exact_by_enumeration():
     assert M.sign_flip_pvalue([0.0, 0.0]) == 1.0
 
 
+def test_sign_flip_pvalue_batched_equals_scipy_unbatched(monkeypatch):
+    """The report's sign flips run in bounded batches (issue 44) and give scipy's unbatched p-value."""
+    from scipy.stats import permutation_test
+
+    d = np.random.default_rng(3).integers(-3, 4, 300) / 4.0
+    whole = permutation_test((d,), lambda x, axis: np.mean(x, axis=axis), permutation_type="samples",
+                             vectorized=True, alternative="two-sided", n_resamples=9999,
+                             rng=np.random.default_rng([0, 7]))
+    monkeypatch.setattr(M, "SIGN_FLIP_CELLS", 300 * 7)  # 7 permutations a batch: 1,429 batches
+    assert M.sign_flip_batch(len(d)) == 7
+    assert M.sign_flip_pvalue(d, seed=[0, 7]) == float(whole.pvalue)
+    assert M.sign_flip_batch(10 ** 9) == 1 and M.sign_flip_batch(0) == M.SIGN_FLIP_CELLS
+
+
 def test_paired_by_problem_chooses_the_test_by_k():
     one = M.paired_by_problem([[1], [1], [0]], [[0], [1], [0]])
     assert one.test == M.EXACT_TEST and (one.a_only, one.b_only) == (1, 0)

@@ -46,7 +46,7 @@ def failure_split(prep: Prepared, profile: str, summary: pd.DataFrame) -> pd.Dat
     ``"all"``): planned, exec_rate, and the count of each category (correct, no_submission,
     syntactic, semantic, missing). Unnamed missing trajectories (unknown grid) are added to
     ``missing`` so the categories always sum to ``planned``."""
-    t = prep.traj.assign(category=category_column(prep.traj, profile))
+    t = prep.traj[GROUP].assign(category=category_column(prep.traj, profile))  # its groups copy only these
     rows = []
     by_group = {k: v for k, v in t.groupby(GROUP, sort=False)}
     s_by = {(r["model"], r["method"], r["benchmark"]): r for r in summary.to_dict("records")}

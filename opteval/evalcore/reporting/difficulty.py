@@ -30,8 +30,8 @@ LEVELS = (EASY, MEDIUM, HARD)
 def difficulty_labels(prep: Prepared, profile: str, method: str = "direct", n_samples: int = 3) -> pd.DataFrame:
     """``model, benchmark, problem_id, n_used, n_correct, difficulty`` from ``method``'s
     first ``n_samples`` planned samples per problem."""
-    t = prep.traj[(prep.traj["method"] == method)].sort_values(["model", "benchmark", "problem_id", "sample"],
-                                                                 kind="stable")
+    t = prep.traj.loc[prep.traj["method"] == method, ["model", "benchmark", "problem_id", "sample", f"ok_{profile}"]
+                      ].sort_values(["model", "benchmark", "problem_id", "sample"], kind="stable")
     acc: dict[tuple[str, str, str], list[int]] = {}
     for m, b, pid, okv in zip(t["model"], t["benchmark"], t["problem_id"], t[f"ok_{profile}"]):
         nc = acc.setdefault((m, b, pid), [0, 0])
@@ -51,8 +51,9 @@ def difficulty_table(prep: Prepared, profile: str, labels: pd.DataFrame) -> pd.D
     those problems), ``correct`` and ``acc`` (None for an empty level)."""
     if not len(labels):
         return pd.DataFrame(columns=["model", "method", "benchmark", "difficulty", "problems", "planned", "correct", "acc"])
-    t = prep.traj.merge(labels[["model", "benchmark", "problem_id", "difficulty"]],
-                        on=["model", "benchmark", "problem_id"], how="inner")
+    # the columns read below only: the merge copies what it is given, for every planned trajectory
+    t = prep.traj[["model", "method", "benchmark", "problem_id", f"ok_{profile}"]].merge(
+        labels[["model", "benchmark", "problem_id", "difficulty"]], on=["model", "benchmark", "problem_id"], how="inner")
     t = t.assign(ok=t[f"ok_{profile}"].fillna(False).astype(bool))
     rows = []
 

@@ -264,13 +264,26 @@ def _plan_counts(planned: Any) -> tuple[dict[tuple[str, str, str], int], pd.Data
     return counts, plan
 
 
+def _isin(values: pd.Series, among: pd.Series) -> np.ndarray:
+    """``values.isin(among)`` through Arrow's hash set: pandas hashes the plan's keys as Python
+    objects (~380 MB for the paper's 589,116 keys, issue 44), Arrow as one buffer."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    try:
+        found = pc.is_in(pa.Array.from_pandas(values), value_set=pa.Array.from_pandas(among))
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):  # keys not all strings
+        return values.isin(among).to_numpy(bool)
+    return found.fill_null(False).to_numpy(zero_copy_only=False)
+
+
 def prepare(table: Any, answer_keys: Mapping[str, AnswerKey], planned: Any,
             profiles: tuple[str, ...] = PROFILE_NAMES) -> Prepared:
     """Join ledger rows onto the plan and grade each planned trajectory under ``profiles``."""
     df = to_frame(table, reduce=True)
     counts, plan = _plan_counts(planned)
     if plan is not None and "key" in plan.columns and len(df):
-        df = df[df["key"].isin(set(plan["key"]))].reset_index(drop=True)
+        df = df[_isin(df["key"], plan["key"])].reset_index(drop=True)
     groups_seen = set(map(tuple, df[GROUP].drop_duplicates().itertuples(index=False, name=None))) if len(df) else set()
     extra = sorted(groups_seen - set(counts))
     if extra:
@@ -356,11 +369,18 @@ def _grade(traj: pd.DataFrame, answer_keys: Mapping[str, AnswerKey], profiles: t
 
 
 def _missing(traj: pd.DataFrame) -> pd.DataFrame:
-    m = traj[(~traj["present"]) | (traj["status"] == STATUS_ERROR)]
+    """Key and reason of every missing trajectory. Only the columns it names are taken from ``traj``
+    (most planned trajectories of a sweep begun are missing: a copy of every column was its peak)."""
+    mask = ((~traj["present"]) | (traj["status"] == STATUS_ERROR)).to_numpy(bool)
+    m = traj.loc[mask, ["key", "present", "error", *GROUP, "problem_id", "sample"]]
     reasons = [NOT_RUN if not pres else (_nn(err) or "error") for pres, err in zip(m["present"], m["error"])]
-    keys = [(_nn(k) or f"{a}/{b}/{c}/{d}/{e}") for k, a, b, c, d, e in
-            zip(m["key"], m["model"], m["method"], m["benchmark"], m["problem_id"], m["sample"])]
-    return pd.DataFrame({"key": keys, "model": m["model"].values, "method": m["method"].values,
+    key = m["key"]
+    unnamed = np.fromiter((not _nn(k) for k in key), bool, len(key))
+    if unnamed.any():  # a plan given as counts names no key: its cell's coordinates instead
+        key = key.astype(object).copy()
+        key[unnamed] = [f"{a}/{b}/{c}/{d}/{e}" for a, b, c, d, e in
+                        m.loc[unnamed, [*GROUP, "problem_id", "sample"]].itertuples(index=False, name=None)]
+    return pd.DataFrame({"key": key.values, "model": m["model"].values, "method": m["method"].values,
                          "benchmark": m["benchmark"].values, "problem_id": m["problem_id"].values,
                          "sample": m["sample"].values, "reason": reasons}).reset_index(drop=True)
 

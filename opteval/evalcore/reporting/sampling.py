@@ -46,8 +46,9 @@ def sampling_tables(prep: Prepared, profile: str) -> tuple[pd.DataFrame, pd.Data
     (submitted samples without a captured model) with n the benchmark's samples per
     problem (``n:<b>``). Macro of a selection column is None when a benchmark has no value.
     """
-    t = prep.traj.sort_values(GROUP + ["problem_id", "sample"], kind="stable")
     ok = f"ok_{profile}"
+    used = GROUP + ["problem_id", "sample", "present", "status", "parsed", ok, "final_model", "expected"]
+    t = prep.traj[used].sort_values(GROUP + ["problem_id", "sample"], kind="stable")  # a sorted copy of these only
     per_group: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
     cur: dict[tuple[str, str, str, str], dict[str, Any]] = {}
     for m, x, b, pid, pres, st, pp, okv, fm, exp in zip(

@@ -108,12 +108,14 @@ def semopt_trajectories(prep: Prepared, profile: str = DEFAULT_PROFILE) -> pd.Da
     """One row per planned trajectory of every semopt method: its candidates graded."""
     t = prep.traj
     rows = []
-    ann_by_row = [_annotations(x) for x in t["semopt_ann"]]
-    methods = {m for m, ann in zip(t["method"], ann_by_row) if ann}
-    for i, row in enumerate(t.itertuples(index=False)):
-        if row.method not in methods:
-            continue
-        ann, subs = ann_by_row[i], row.semopt_subs or []
+    has_ann = [bool(x) for x in t["semopt_ann"]]
+    methods = {m for m, ann in zip(t["method"], has_ann) if ann}
+    # only the semopt methods' rows and the columns read below: the frame has every planned trajectory
+    keep = t["method"].isin(methods).to_numpy(bool)
+    used = list(dict.fromkeys(KEYS + ["semopt_ann", "semopt_subs", "expected", "present", "semopt_stages",
+                                      f"ok_{profile}", "simulated", "semopt_n_calls"]))
+    for row in t.loc[keep, used].itertuples(index=False):
+        ann, subs = _annotations(row.semopt_ann), row.semopt_subs or []
         expected = row.expected
         graded = []
         for a in ann:
