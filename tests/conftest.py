@@ -59,22 +59,13 @@ def _listed() -> frozenset[str]:
     return frozenset(ln.strip() for ln in lines if ln.strip() and not ln.startswith("#"))
 
 
-# ``.ci/run`` runs the integration tier on two pytest-xdist workers with ``--dist loadgroup``: each
-# file is one group (its module fixtures, often a sweep or a service, run once), and the files that
-# read the session's one demo sweep are one group too, so the 40-s sweep is made once, not once a worker.
-SHARED_SWEEP_FIXTURES = frozenset({"demo", "shared_demo"})
-
-
-@pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which reads the group marks
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     listed = _listed()
     for item in items:
         where = f"{Path(str(item.path)).relative_to(REPO / 'tests').as_posix()}::{getattr(item, 'originalname', item.name)}"
-        fixtures = set(getattr(item, "fixturenames", ()))
-        if where in listed or INTEGRATION_FIXTURES & fixtures or item.get_closest_marker("ray"):
+        if (where in listed or INTEGRATION_FIXTURES & set(getattr(item, "fixturenames", ()))
+                or item.get_closest_marker("ray")):
             item.add_marker(pytest.mark.integration)
-        group = "shared_demo" if SHARED_SWEEP_FIXTURES & fixtures else where.split("::", 1)[0]
-        item.add_marker(pytest.mark.xdist_group(group))
 
 
 @pytest.fixture(autouse=True)
