@@ -38,7 +38,9 @@ def summary_from_prepared(prep: Prepared, profile: str, spec: BootstrapSpec | No
     :class:`~opteval.evalcore.reporting.intervals.BootstrapSpec`, ``ci_low``/``ci_high`` are the
     problem-level bootstrap interval and ``n_problems`` is added; without one the interval
     columns are None (no trajectory-level interval is ever shown)."""
-    t = prep.traj[prep.traj["present"]]  # already a new frame (copy-on-write): no second copy of every column
+    # boolean indexing already returns a new frame: no second copy of every column, and the column
+    # set below never reaches prep.traj
+    t = prep.traj[prep.traj["present"]]
     if t[f"ok_{profile}"].isna().any():
         bad = t[t[f"ok_{profile}"].isna()].iloc[0]
         raise ValueError(f"no answer key for benchmark {bad['benchmark']!r} and its rows were graded under "

@@ -219,9 +219,9 @@ def _paged(table: pa.Table, max_pages: int) -> np.ndarray:
     if not n or not max_pages:
         return mask
     status = table.column("status").to_numpy(zero_copy_only=False)
-    correct = table.column("correct").fill_null(False).to_numpy(zero_copy_only=False).astype(np.int8)
-    rank = np.where(status == "error", 0, np.where(status == STATUS_MISSING, 1,
-                    np.where(status == "no_submission", 2, 3 + correct)))
+    rank = 3 + table.column("correct").fill_null(False).to_numpy(zero_copy_only=False).astype(np.int8)
+    for name, first in _PRIORITY.items():
+        rank[status == name] = first
     mask[np.argsort(rank, kind="stable")[:max_pages]] = True
     return mask
 
