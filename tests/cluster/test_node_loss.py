@@ -9,6 +9,7 @@ clusters on the machine: every process it stops is found by its own temp dir and
 from __future__ import annotations
 
 import os
+import random
 import shutil
 import signal
 import socket
@@ -36,6 +37,28 @@ def _ports(n: int) -> list[int]:
     for s in socks:
         s.close()
     return out
+
+
+def _worker_blocks(n: int, size: int = 41) -> list[int]:
+    """Bases of ``n`` free blocks of worker ports, below the kernel's ephemeral range (32768+)
+    where ``_ports`` draws from, so a block never holds another component's port (a block
+    beside those ports once swallowed the agent's gRPC port and ``ray start`` refused)."""
+    rng = random.Random()
+    for _ in range(200):
+        base = rng.randrange(11000, 32000 - n * size)
+        socks = []
+        try:
+            for port in range(base, base + n * size):
+                s = socket.socket()
+                socks.append(s)
+                s.bind(("127.0.0.1", port))
+        except OSError:
+            continue
+        finally:
+            for s in socks:
+                s.close()
+        return [base + i * size for i in range(n)]
+    raise AssertionError(f"no {n} free blocks of {size} worker ports below 32000")
 
 
 def _ray_bin() -> str:
@@ -78,13 +101,14 @@ def two_nodes(tmp_path):
     temp = tempfile.mkdtemp(prefix="fl-", dir="/tmp")
     ports = _ports(24)
     gcs = ports[0]
+    head_workers, node_workers = _worker_blocks(2)
     env = dict(os.environ, RAY_AUTH_MODE="disabled", RAY_USAGE_STATS_ENABLED="0")
     env.pop("RAY_ADDRESS", None)
     head = [_ray_bin(), "start", "--head", f"--port={gcs}", "--num-cpus=2", "--include-dashboard=false",
             '--resources={"opteval_executor": 2}',
-            f"--ray-client-server-port={ports[1]}", *_node_args(temp, ports[2], ports[3], ports[4], ports[5:9])]
+            f"--ray-client-server-port={ports[1]}", *_node_args(temp, ports[2], ports[3], head_workers, ports[5:9])]
     worker = [_ray_bin(), "start", f"--address=127.0.0.1:{gcs}", "--num-cpus=2", '--resources={"opteval_executor": 2}',
-              *_node_args(temp, ports[10], ports[11], ports[4] + 60, ports[13:17])]
+              *_node_args(temp, ports[10], ports[11], node_workers, ports[13:17])]
     try:
         for what, cmd in (("head", head), ("worker", worker)):
             r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=240)
