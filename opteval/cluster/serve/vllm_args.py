@@ -8,7 +8,7 @@ replica starts on a GPU node, where a typo (``max_num_seq``) fails the stage aft
 
 Refresh it after changing the pin (downloads the wheel only, no install, no GPU):
 
-    python -m opteval.cluster.serve.vllm_args --refresh 0.29.0
+    python -m opteval.cluster.serve.vllm_args --refresh 0.32.0
 """
 from __future__ import annotations
 
