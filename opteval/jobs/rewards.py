@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import difflib
 import json
 import os
@@ -37,7 +38,7 @@ import socket
 import sys
 import threading
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from opteval.evalcore.extraction import PROFILES as EXTRACTION_PROFILES
 from opteval.evalcore.extraction import extract_code, missing_packages
@@ -48,6 +49,9 @@ from opteval.evalcore.rewards_released import extraction_for
 from opteval.evalcore.sandbox.types import ExecResult, Limits
 from opteval.exit_codes import ExitCode
 from opteval.jobs.regrade import RegradeInputError, load_answers
+
+if TYPE_CHECKING:  # the app module imports Ray and Serve: only the serve command loads it
+    from opteval.cluster.serve.rewards_app import ServiceConfig
 
 EXIT_INPUT = ExitCode.USAGE
 EXIT_STARTUP = ExitCode.STARTUP  # Ray or Serve did not start (jobs/sweep.py uses the same code)
@@ -190,12 +194,33 @@ def service_token(host: str, token_env: str | None) -> str | None:
     return token
 
 
+def placed(cfg: ServiceConfig) -> ServiceConfig:
+    """``cfg`` fitted to the cluster joined: executors take an executor slot where some node
+    offers them (a local Ray always does), and more executors than the nodes can hold at once
+    are refused now, not left pending in Serve while the trainer waits."""
+    from opteval.cluster.runtime import EXECUTOR_RESOURCE, describe_nodes, node_resources
+
+    nodes = node_resources()
+    cfg = dataclasses.replace(cfg, executor_resource=any(float(n.get(EXECUTOR_RESOURCE, 0)) > 0 for n in nodes))
+    fits = cfg.capacity(nodes)
+    start = max(cfg.min_executors, cfg.initial_executors or 0)
+    if start > fits:
+        per_node = "" if cfg.executors_per_node is None else f" and --executors-per-node {cfg.executors_per_node}"
+        raise RewardsInputError(f"--min-executors/--initial-executors {start}: the cluster holds {fits} executor(s) "
+                                f"at {cfg.executor_cpus:g} CPU each{per_node} ({describe_nodes(nodes)})")
+    if cfg.max_executors > fits:
+        print(f"rewards: note: --max-executors {cfg.max_executors}, but the cluster holds {fits} now: the autoscaler "
+              f"places more when nodes join", file=sys.stderr, flush=True)
+    return cfg
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     from opteval.cluster.serve.rewards_app import ServiceConfig
 
     try:
         cfg = ServiceConfig(min_executors=args.min_executors, max_executors=args.max_executors,
-                            initial_executors=args.initial_executors, slots=args.slots, wall_s=args.wall_s)
+                            initial_executors=args.initial_executors, slots=args.slots, wall_s=args.wall_s,
+                            executors_per_node=args.executors_per_node)
         token = service_token(args.host, args.token_env)
     except ValueError as exc:
         print(f"rewards: error: {exc}", file=sys.stderr)
@@ -206,7 +231,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from opteval.cluster.runtime import connect, disconnect
     from opteval.cluster.serve import rewards_app
 
-    rt = connect(None, num_cpus=args.num_cpus)
+    rt = connect(args.address, num_cpus=args.num_cpus)
+    try:
+        cfg = placed(cfg)
+    except RewardsInputError as exc:
+        disconnect(rt)
+        print(f"rewards: error: {exc}", file=sys.stderr)
+        return EXIT_INPUT
     stop = threading.Event()
     got: list[int] = []
 
@@ -218,7 +249,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         signal.signal(sig, _stop)
     try:
         url = rewards_app.deploy(cfg, args.port, args.host, token)
-        print(f"rewards: serving POST {url} (executors {cfg.min_executors}..{cfg.max_executors}, "
+        print(f"rewards: serving POST {url} (executors {cfg.min_executors}..{cfg.max_executors}"
+              f"{'' if cfg.executors_per_node is None else f', at most {cfg.executors_per_node} a node'}, "
               f"{cfg.slots} slots each{'; bearer token from $' + args.token_env if token else ''}); Ctrl-C stops",
               flush=True)
         while not stop.wait(1.0):
@@ -266,6 +298,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     sv.add_argument("--slots", type=_positive_int, default=2, help="programs at once per executor")
     sv.add_argument("--wall-s", type=float, default=60.0, help="per-program wall/CPU limit")
     sv.add_argument("--num-cpus", type=_positive_int, default=None, help="CPUs of the local Ray (default: all)")
+    sv.add_argument("--address", default=None,
+                    help="join this Ray cluster (default: $RAY_ADDRESS, else a local Ray of its own)")
+    sv.add_argument("--executors-per-node", type=_positive_int, default=None,
+                    help="at most this many executors on one node, so they spread over the nodes")
     return parser.parse_args(argv)
 
 

@@ -54,6 +54,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from opteval.cluster.actors.executors import infra_loss
+from opteval.cluster.runtime import EXECUTOR_RESOURCE
 from opteval.cluster.serve import rewards_openrlhf
 from opteval.evalcore.extraction import PROFILES as EXTRACTIONS
 from opteval.evalcore.extraction import extract_code
@@ -101,6 +102,13 @@ class ServiceConfig:
     slots: int = 2  # programs at once per executor (threads over one fork server)
     executor_cpus: float = 1.0
     wall_s: float = 60.0  # per-program wall and CPU limit
+    # Across nodes: at most this many executors on one node (Serve's max_replicas_per_node), so
+    # a trainer's burst spreads over every CPU node instead of filling the first; None: Serve's
+    # own best-effort spread.
+    executors_per_node: int | None = None
+    # Each executor takes one unit of the sweep's executor resource (opteval_executor), so on a
+    # shared cluster it lands only where a node offers executor slots (never a GPU node).
+    executor_resource: bool = False
 
     def __post_init__(self) -> None:
         if not 1 <= self.min_executors <= self.max_executors:
@@ -109,6 +117,28 @@ class ServiceConfig:
             raise ValueError(f"initial_executors {self.initial_executors} is outside [min_executors, max_executors]")
         if self.slots < 1 or self.wall_s <= 0 or self.executor_cpus < 0:
             raise ValueError("slots must be >= 1, wall_s > 0 and executor_cpus >= 0")
+        if self.executors_per_node is not None and self.executors_per_node < 1:
+            raise ValueError(f"executors_per_node must be >= 1, got {self.executors_per_node}")
+
+    def actor_options(self) -> dict[str, Any]:
+        opts: dict[str, Any] = {"num_cpus": self.executor_cpus}
+        if self.executor_resource:
+            opts["resources"] = {EXECUTOR_RESOURCE: 1}
+        return opts
+
+    def capacity(self, nodes: list[dict[str, float]]) -> int:
+        """Executors the cluster's alive ``nodes`` (their total resources) can hold: per node its
+        CPUs over ``executor_cpus``, its executor units when the resource is asked for, and
+        ``executors_per_node``. Pure, so the rule is tested without Ray."""
+        total = 0
+        for res in nodes:
+            fits = [int(float(res.get("CPU", 0)) // self.executor_cpus) if self.executor_cpus > 0 else self.max_executors]
+            if self.executor_resource:
+                fits.append(int(float(res.get(EXECUTOR_RESOURCE, 0))))
+            if self.executors_per_node is not None:
+                fits.append(self.executors_per_node)
+            total += max(0, min(fits))
+        return total
 
     def chunk_count(self) -> int:
         """Chunks per batch: 4 per slot of the largest pool, so a replica that the autoscaler
@@ -403,10 +433,14 @@ def chunks(idx: list[int], count: int) -> list[list[int]]:
 
 
 def build_app(cfg: ServiceConfig, token: str | None = None) -> Any:
+    placement: dict[str, Any] = {}
+    if cfg.executors_per_node is not None:
+        placement["max_replicas_per_node"] = cfg.executors_per_node
     runner = SandboxRunner.options(  # type: ignore[attr-defined]  # serve.deployment's stub returns the class; it is a Deployment
-        ray_actor_options={"num_cpus": cfg.executor_cpus},
+        ray_actor_options=cfg.actor_options(),
         autoscaling_config=cfg.autoscaling(),
         max_ongoing_requests=cfg.slots * 4,
+        **placement,
     ).bind(cfg.slots, cfg.limits())
     digest = token_digest(token) if token else None
     return RewardService.bind(runner, cfg.chunk_count(), digest)  # type: ignore[attr-defined]  # serve.deployment's stub returns the class; it is a Deployment
