@@ -256,6 +256,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         while not stop.wait(1.0):
             pass
     finally:
+        if not rt.started_local:  # a joined cluster outlives us: take our app off it, leave its other apps
+            rewards_app.undeploy()
         disconnect(rt)
     # The only way out of the loop is a signal: a stopped service is "interrupted" (docs/errors.md)
     print(f"rewards: stopped (signal {got[0] if got else '?'})", file=sys.stderr, flush=True)

@@ -1,6 +1,7 @@
 """The reward service on a 3-node Ray cluster (``ray start`` three times on this machine):
-its executors spread one a node, a batch is scored on all three, and asking for more
-executors than the nodes hold is refused before anything is deployed.
+its executors spread one a node, a batch is scored on all three, asking for more
+executors than the nodes hold is refused before anything is deployed, and a stopped service
+takes its app off the cluster it joined.
 
 Not in the README test command: three raylets and a Serve app take a minute or two. Run with
     OPTEVAL_MULTINODE=1 python -m pytest -q -m multinode tests/multinode
@@ -95,3 +96,6 @@ def test_executors_spread_one_a_node_and_score_a_batch(tmp_path):
             assert len(running) == 3, replicas
             assert len({r["node_id"] for r in running}) == 3, [r["node_id"] for r in running]
         assert "at most 1 a node" in log.read_text()
+        # stopped: its app is taken off the cluster it joined (the cluster itself stays up)
+        with urllib.request.urlopen(f"{cluster.dashboard}/api/serve/applications/", timeout=30) as resp:
+            assert "opteval-rewards" not in json.loads(resp.read()).get("applications", {})

@@ -454,3 +454,12 @@ def deploy(cfg: ServiceConfig, port: int, host: str = "127.0.0.1", token: str | 
     serve.run(build_app(cfg, token), name=APP_NAME, route_prefix=ROUTE, logging_config=QUIET_LOGS)
     shown = "127.0.0.1" if host in ("0.0.0.0", "::") else host
     return f"http://{shown}:{int(port)}{ROUTE}"
+
+
+def undeploy() -> None:
+    """Delete the app from a cluster this process joined (Serve apps outlive their driver there);
+    a failure is printed, never raised: the service is stopping anyway."""
+    try:
+        serve.delete(APP_NAME)
+    except Exception as exc:  # best effort on the way out: the cluster may be gone
+        print(f"rewards: could not delete the app {APP_NAME!r}: {type(exc).__name__}: {exc}", flush=True)
