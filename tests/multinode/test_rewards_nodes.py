@@ -73,6 +73,7 @@ def _runner_replicas(dashboard: str) -> list[dict]:
 def test_executors_spread_one_a_node_and_score_a_batch(tmp_path):
     node = Node(cpus=1, resources={EXECUTOR_RESOURCE: 1})
     with fake_cluster([node, node, node], dashboard=True, prefix="rw-") as cluster:
+        assert cluster.dashboard is not None
         env = dict(cluster.env, PYTHONPATH=str(REPO))
         # more executors than three nodes hold at one a node: refused, naming the flags, nothing deployed
         refused = subprocess.run([sys.executable, str(REPO / "jobs" / "rewards.py"), "serve", "--port", str(free_port()),

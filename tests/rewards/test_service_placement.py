@@ -5,10 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-pytest.importorskip("ray.serve")
-
-from opteval.cluster.runtime import EXECUTOR_RESOURCE  # noqa: E402  (after the skip: the app imports Serve)
-from opteval.cluster.serve.rewards_app import ServiceConfig, build_app  # noqa: E402
+from opteval.cluster.runtime import EXECUTOR_RESOURCE
+from opteval.cluster.serve.rewards_app import ServiceConfig, build_app
 
 CPU_NODE = {"CPU": 4.0, EXECUTOR_RESOURCE: 3.0}
 GPU_NODE = {"CPU": 16.0, "GPU": 8.0}
