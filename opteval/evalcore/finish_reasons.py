@@ -4,15 +4,16 @@ Why: a call cut at ``max_tokens`` (``finish_reason: length``) or refused by the 
 (``rejected: HTTP 400: ...``, written by the OpenAI-compatible client) looks like a wrong
 answer in the accuracy column; these counts tell "the model cannot write code" from
 "max_tokens is too small" or "the server refuses the request". A trajectory *ended by* them
-submitted nothing and its last call was truncated or rejected. Reads the ``calls`` JSON
-column (every ledger has it: old ledgers need no new column).
+submitted nothing and its last call was truncated or rejected. Reads the ``calls`` column
+(every ledger has it, in either format: ``opteval.evalcore.ledger_detail.calls_of``).
 """
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any
+
+from opteval.evalcore.ledger_detail import calls_of
 
 LENGTH = "length"
 REJECTED = "rejected"
@@ -43,16 +44,6 @@ def trajectory_counts(calls: Iterable[Mapping[str, Any]], status: str | None) ->
             "ended_rejected": int(ended and rejection(last) is not None)}
 
 
-def _calls(raw: Any) -> list[dict[str, Any]]:
-    if isinstance(raw, list):
-        return raw
-    try:
-        got = json.loads(raw) if raw else []
-    except (TypeError, ValueError):
-        return []
-    return got if isinstance(got, list) else []
-
-
 def cell_counts(table: Any, by: tuple[str, ...] = ("model", "method", "benchmark")) -> Any:
     """A pandas frame: ``by`` columns plus :data:`COLUMNS`, one row per cell present in
     ``table`` (a pyarrow Table or pandas DataFrame of ledger rows; a key counts once, the last
@@ -69,7 +60,7 @@ def cell_counts(table: Any, by: tuple[str, ...] = ("model", "method", "benchmark
     if reduced and "calls" not in df.columns:
         return df[[*cols, *COLUMNS]].groupby(cols, sort=False, as_index=False)[list(COLUMNS)].sum()
     status = df["status"] if "status" in df.columns else pd.Series([None] * len(df), index=df.index)
-    counts = pd.DataFrame([trajectory_counts(_calls(c), s) for c, s in zip(df["calls"], status)], index=df.index)
+    counts = pd.DataFrame([trajectory_counts(calls_of(c), s) for c, s in zip(df["calls"], status)], index=df.index)
     return pd.concat([df[cols], counts], axis=1).groupby(cols, sort=False, as_index=False)[list(COLUMNS)].sum()
 
 

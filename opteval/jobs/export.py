@@ -61,7 +61,7 @@ def write_batch_input(groups: dict[Any, list[Any]], out: Path, cfg: SweepConfig)
     with path.open("w", encoding="utf-8") as fh:
         for (model, _, _), cells in groups.items():
             for cell in cells:
-                for i, call in enumerate(cell.json_list("transcript")):
+                for i, call in enumerate(cell.transcript()):
                     if isinstance(call, dict) and call.get("messages"):
                         custom_id = cell.key if i == 0 else f"{cell.key}#{i}"
                         fh.write(json.dumps(request_row(custom_id, model, call["messages"], body)) + "\n")

@@ -4,12 +4,12 @@ ledger (the sweep ledger's schema, ``simulated=false``, the model named), so ``o
 calls it. No Ray import."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 from opteval.evalcore.grading import parse_submission
+from opteval.evalcore.ledger_detail import error_struct
 from opteval.evalcore.records import LEDGER_SCHEMA, STATUS_NO_SUBMISSION, STATUS_SUBMITTED, config_fingerprint, trajectory_key
 from opteval.sweepcore.ledger.rows import _submission_text, verification_columns
 
@@ -30,9 +30,9 @@ def ledger_rows(verdicts: list[Any], completions: dict[tuple[str, int], str], *,
             submission_status=parsed if isinstance(parsed, str) else None, extraction=extraction,
             correct=v.reason is None, grading_profile=profile, n_calls=1, n_execs=0 if v.reason == "no_code" else 1,
             exec_ok=1 if v.outcome == "ok" else 0, first_exec_outcome=v.outcome, wall_s=0.0, simulated=False,
-            error=v.why, attempts=1, fingerprint=fingerprint, calls="[]", execs="[]",
-            transcript=json.dumps([{"published_completion": completions.get((v.id, v.sample), "")}]),
-            budgets="{}",
+            error=error_struct(v.why, infrastructure=False, method=method), attempts=1, fingerprint=fingerprint,
+            calls=[], execs=[], transcript=[{"published_completion": completions.get((v.id, v.sample), "")}],
+            budgets={},
             **verification_columns(v.verification))
         rows.append(row)
     return rows

@@ -206,9 +206,10 @@ def report_rows(ledger: Ledger, methods: list[str], batch_rows: int = BATCH_ROWS
     sem = semopt_methods(methods)
     annotations: dict[str, list[dict[str, Any]]] = {}
     if sem:
-        for batch in ledger.scan(["key", "transcript"], batch_rows, filter=pc.field("method").isin(sem)):
-            for key, text in zip(batch.column(0).to_pylist(), batch.column(1).to_pylist()):
-                annotations[key] = semopt_annotations(text)  # a key read twice: its last row, as read_table
+        # format 2 rebuilds the transcript's entries from the calls too (opteval.evalcore.ledger_detail)
+        for batch in ledger.scan(["key", "transcript", "calls"], batch_rows, filter=pc.field("method").isin(sem)):
+            for key, text, calls in zip(*(batch.column(i).to_pylist() for i in range(3))):
+                annotations[key] = semopt_annotations(text, calls)  # a key read twice: its last row, as read_table
     columns = columns_without(*DETAIL_COLUMNS) + ["calls", "execs"]
     parts = [reduce_rows(batch.to_pandas(), annotations) for batch in ledger.scan(columns, batch_rows)]
     if not parts:

@@ -112,10 +112,23 @@ def wait_for(pred, timeout_s: float, what: str, interval_s: float = 0.2):
 
 
 def ledger_frame(out: Path, name: str):
+    """The sweep's rows as pandas in format 1's view (detail as JSON text, ``error`` as text), whatever
+    the ledger's format: the tests read that, decoded through ``opteval.evalcore.ledger_detail``."""
+    return format1_frame(out, name)
+
+
+def format1_frame(out: Path, name: str):
+    import pyarrow as pa
+
+    from opteval.evalcore.ledger_detail import encode_row
+    from opteval.evalcore.records import LEDGER_SCHEMA_V1
     from opteval.sweepcore.ledger import Ledger
 
     led = Ledger.open(str(out), name, {}, "", True, read_only=True)
-    return led.read_table().to_pandas()
+    table = led.read_table()
+    if led.format != 1:
+        table = pa.Table.from_pylist([encode_row(r, 1) for r in table.to_pylist()], schema=LEDGER_SCHEMA_V1)
+    return table.to_pandas()
 
 
 IDENTITY = ["model", "method", "benchmark", "problem_id", "sample", "status", "submission", "correct"]

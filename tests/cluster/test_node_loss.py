@@ -41,9 +41,9 @@ def _args(out: Path, name: str, port: int) -> list[str]:
 
 
 def _frame(out: Path, name: str):
-    from opteval.sweepcore.ledger import Ledger
+    from tests.cluster.conftest import format1_frame
 
-    return Ledger.open(str(out), name, {}, "", True, read_only=True).read_table().to_pandas()
+    return format1_frame(out, name)
 
 
 IDENTITY = ["model", "method", "benchmark", "problem_id", "sample", "status", "submission", "correct"]

@@ -78,7 +78,13 @@ def test_a_ledger_row_builds_an_arrow_table():
     row.update(key="k", model="m", method="direct", benchmark="nl4opt", problem_id="p", sample=0,
                status=R.STATUS_SUBMITTED, correct=True, simulated=False, prompt_tokens=None,
                committed_at=datetime.now(UTC), transcript=json.dumps([{"role": "user"}]))
-    table = pa.Table.from_pylist([row], schema=R.LEDGER_SCHEMA)
+    table = pa.Table.from_pylist([row], schema=R.LEDGER_SCHEMA_V1)  # format 1: the detail as JSON text
     assert table.num_rows == 1 and table.column("prompt_tokens").null_count == 1
     assert json.loads(table.column("transcript")[0].as_py()) == [{"role": "user"}]
-    assert not R.LEDGER_SCHEMA.field("correct").nullable and R.LEDGER_SCHEMA.field("prompt_tokens").nullable
+    nested = pa.Table.from_pylist([{**row, "transcript": [{"role": "user", "content": "hi", "extra": None}],
+                                    "error": {"kind": "harness", "where": "direct", "message": "x"}}],
+                                  schema=R.LEDGER_SCHEMA)  # format 2
+    assert nested.column("transcript")[0].as_py() == [{"role": "user", "content": "hi", "extra": None}]
+    assert R.LEDGER_SCHEMA.names == R.LEDGER_SCHEMA_V1.names and R.ledger_schema(1) is R.LEDGER_SCHEMA_V1
+    for schema in (R.LEDGER_SCHEMA, R.LEDGER_SCHEMA_V1):
+        assert not schema.field("correct").nullable and schema.field("prompt_tokens").nullable

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from inspect_ai.log import read_eval_log
 
+from opteval.evalcore.ledger_detail import transcript_of
 from opteval.evalcore.models.batch import response_row
 from opteval.evalcore.problems import load_benchmark
 from opteval.jobs import regrade
@@ -23,7 +24,7 @@ pytestmark = pytest.mark.ray
 
 def ledger_rows(out: Path) -> dict[str, dict]:
     led = Ledger.open_existing(str(out), SWEEP)
-    cols = ["key", "method", "problem_id", "sample", "correct", "prompt_tokens", "completion_tokens", "transcript"]
+    cols = ["key", "method", "problem_id", "sample", "correct", "prompt_tokens", "completion_tokens", "calls", "transcript"]
     return {r["key"]: r for r in led.read_table(columns=cols).to_pylist()}
 
 
@@ -102,7 +103,7 @@ def test_a_batch_output_file_regrades_to_the_ledgers_grades(demo, tmp_path, caps
     batch = tmp_path / "output.jsonl"
     with batch.open("w") as fh:
         for r in rows:
-            [call] = json.loads(r["transcript"])
+            [call] = transcript_of(r["calls"], r["transcript"])
             fh.write(json.dumps(response_row(r["key"], call["completion"], {"prompt_tokens": 1})) + "\n")
     _, key = load_benchmark("sample")
     answers = tmp_path / "answers.jsonl"
@@ -120,7 +121,7 @@ def test_batch_input_lists_every_recorded_call(demo, tmp_path):
     done = opteval("export", "batch-input", *sweep_args(demo), "--out", str(tmp_path))
     assert done.returncode == 0, done.stderr
     lines = [json.loads(x) for x in (tmp_path / "requests.jsonl").read_text().splitlines()]
-    calls = sum(len(json.loads(r["transcript"])) for r in ledger_rows(demo).values())
+    calls = sum(len(transcript_of(r["calls"], r["transcript"])) for r in ledger_rows(demo).values())
     assert len(lines) == calls
     assert all(x["method"] == "POST" and x["url"] == "/v1/chat/completions" and x["body"]["messages"] for x in lines)
 

@@ -121,10 +121,15 @@ def rows() -> list[dict[str, Any]]:
     return out
 
 
-def ledger_frame() -> pd.DataFrame:
-    """The rows as a pandas frame with exactly LEDGER_SCHEMA's columns and types."""
+def ledger_frame(fmt: int = 2) -> pd.DataFrame:
+    """The rows as a pandas frame with exactly the columns and types of ledger format ``fmt`` (format 2's
+    detail columns nested, as pandas holds them: numpy arrays of dicts), encoded as the ledger's commit does."""
     import pyarrow as pa
 
-    schema = empty_table().schema
-    table = pa.Table.from_pylist(rows(), schema=schema)
+    from opteval.evalcore.ledger_detail import encode_row
+    from opteval.evalcore.records import ledger_schema
+
+    schema = ledger_schema(fmt)
+    assert schema.names == empty_table().schema.names
+    table = pa.Table.from_pylist([encode_row(r, fmt) for r in rows()], schema=schema)
     return table.to_pandas()

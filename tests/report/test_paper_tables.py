@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from opteval.evalcore.records import empty_table
+from opteval.evalcore.records import LEDGER_SCHEMA_V1
 from opteval.evalcore.reporting import build_report
 from tests.report import synth
 
@@ -29,7 +29,7 @@ def with_optistate() -> tuple[pd.DataFrame, dict]:
         extra.append(synth._row("M1", "optistate", bench, pid, sample, right[pid], pt=500, ct=100))
     planned = {**synth.PLANNED, ("M1", "optistate", "A"): 6, ("M1", "optistate", "B"): 4,
                ("M1", "optistate", "C"): 2}
-    table = pa.Table.from_pylist(rows + extra, schema=empty_table().schema)
+    table = pa.Table.from_pylist(rows + extra, schema=LEDGER_SCHEMA_V1)
     return table.to_pandas(), planned
 
 

@@ -315,11 +315,11 @@ def test_k_values():
 def test_pyarrow_input_and_duplicate_keys_keep_last():
     import pyarrow as pa
 
-    from opteval.evalcore.records import empty_table
+    from opteval.evalcore.records import LEDGER_SCHEMA_V1
 
     rs = rows()
     dup = dict(rs[-1])  # M2 opticycle c2: re-committed, now wrong
     dup["submission"], dup["submission_value"] = "999", 999.0
     rs.append(dup)
-    r = build_report(pa.Table.from_pylist(rs, schema=empty_table().schema), ANSWERS, PLANNED)
+    r = build_report(pa.Table.from_pylist(rs, schema=LEDGER_SCHEMA_V1), ANSWERS, PLANNED)
     assert cell(r.main_table, model="M2", method="opticycle")["C"] == 0.0

@@ -18,7 +18,7 @@ import pytest
 from opteval.evalcore.grading import grade, submission_fields
 from opteval.evalcore.metrics import wilson_interval
 from opteval.evalcore.problems import load_benchmark
-from opteval.evalcore.records import empty_table
+from opteval.evalcore.records import LEDGER_SCHEMA_V1, empty_table
 from opteval.evalcore.reporting import build_report
 
 K = 4
@@ -68,7 +68,7 @@ def independent_bootstrap(df: pd.DataFrame, n_problems_planned: int, k: int, see
 @pytest.fixture(scope="module")
 def swept(tmp_path_factory):
     rows, keys, planned = _sweep_rows()
-    df = pa.Table.from_pylist(rows, schema=empty_table().schema).to_pandas()
+    df = pa.Table.from_pylist(rows, schema=LEDGER_SCHEMA_V1).to_pandas()
     out = tmp_path_factory.mktemp("rep")
     rep = build_report(df, keys, planned, compare=("direct", "opticycle"), out_dir=out, n_resamples=2000, seed=0)
     return df, rep, json.loads((out / "summary.json").read_text()), out

@@ -27,7 +27,7 @@ import pytest
 
 from opteval.evalcore.grading import grade, submission_fields
 from opteval.evalcore.problems import AnswerKey
-from opteval.evalcore.records import empty_table
+from opteval.evalcore.records import LEDGER_SCHEMA_V1
 from opteval.evalcore.reporting import build_report
 from opteval.evalcore.reporting.semopt_tables import auc, f1
 
@@ -84,7 +84,7 @@ def ledger() -> pd.DataFrame:
     rows += [_semopt_row("semopt_rm", "reward_model", p, s) for p, s in SEMOPT_RM.items()]
     rows += [_row("direct", p, v, 1, 0.5, [{"turn": 0, "outcome": "ok", "submission": v}], [])
              for p, v in (("p1", 7), ("p2", 1), ("p3", 1))]
-    return pa.Table.from_pylist(rows, schema=empty_table().schema).to_pandas()
+    return pa.Table.from_pylist(rows, schema=LEDGER_SCHEMA_V1).to_pandas()
 
 
 @pytest.fixture(scope="module")

@@ -10,6 +10,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
+from opteval.evalcore.ledger_detail import calls_of, error_message
 from opteval.evalcore.records import LEDGER_SCHEMA, CallRecord, ExecRecord, Submission, Trajectory
 from opteval.sweepcore.config import load_config, resolved, sweep_fingerprint
 from opteval.sweepcore.ledger import (
@@ -54,9 +55,10 @@ def test_rows_match_schema_and_tokens_none_stay_null(tmp_path):
     by = {x["key"]: x for x in t}
     assert by[plan[0].key]["prompt_tokens"] is None and by[plan[0].key]["completion_tokens"] == 5
     assert by[plan[0].key]["submission"] == "7.0" and by[plan[0].key]["exec_ok"] == 1
-    assert json.loads(by[plan[0].key]["calls"])[0]["completion_tokens"] == 5
+    assert calls_of(by[plan[0].key]["calls"])[0]["completion_tokens"] == 5
     assert by[plan[1].key]["status"] == "error" and by[plan[1].key]["correct"] is False
-    assert by[plan[1].key]["error"] == "worker died" and by[plan[1].key]["attempts"] == 3
+    assert error_message(by[plan[1].key]["error"]) == "worker died" and by[plan[1].key]["attempts"] == 3
+    assert by[plan[1].key]["error"] == {"kind": "infrastructure", "where": "worker", "message": "worker died"}
 
 
 def test_resume_skips_committed_and_duplicates_refused(tmp_path):
@@ -195,7 +197,7 @@ def test_a_new_manifest_states_the_current_format(tmp_path):
     cfg, res, fp, plan = _setup(tmp_path)
     led = Ledger.open(str(tmp_path), "demo", res, fp)
     led.close()
-    assert manifest_of(led)["format"] == LEDGER_FORMAT == 1
+    assert manifest_of(led)["format"] == LEDGER_FORMAT == 2
 
 
 def test_a_newer_format_is_refused_in_one_line_naming_the_file(tmp_path):
@@ -217,16 +219,19 @@ def test_a_newer_format_is_refused_in_one_line_naming_the_file(tmp_path):
         Ledger.open(str(tmp_path), "demo", res, fp, repair=True)
 
 
-def test_a_manifest_without_format_reads_as_the_current_one(tmp_path):
+def test_a_manifest_without_format_reads_as_format_1(tmp_path):
     cfg, res, fp, plan = _setup(tmp_path)
-    led = Ledger.open(str(tmp_path), "demo", res, fp)
+    led = Ledger.open(str(tmp_path), "demo", res, fp, new_format=1)
     led.commit([_row(p) for p in plan[:3]])
     led.close()
     _set_format(tmp_path, None)
     again = Ledger.open(str(tmp_path), "demo", res, fp)
-    assert again.committed_keys() == {p.key for p in plan[:3]}
+    assert again.committed_keys() == {p.key for p in plan[:3]} and again.format == 1
+    again.commit([_row(plan[3])])
     again.close()
-    assert Ledger.open_existing(str(tmp_path), "demo").committed_keys() == {p.key for p in plan[:3]}
+    old = Ledger.open_existing(str(tmp_path), "demo")
+    assert old.committed_keys() == {p.key for p in plan[:4]} and old.format == 1
+    assert old.read_table().schema.field("calls").type == "string"
 
 
 def test_a_malformed_format_is_damage(tmp_path):

@@ -19,6 +19,7 @@ import boto3
 import pytest
 from moto.server import ThreadedMotoServer
 
+from opteval.evalcore.ledger_detail import encode_row
 from opteval.evalcore.records import LEDGER_SCHEMA, CallRecord, ExecRecord, Submission, Trajectory
 from opteval.sweepcore.config import load_config, resolved, sweep_fingerprint
 from opteval.sweepcore.ledger import ConfigChangedError, DuplicateKeyError, Ledger, error_row, trajectory_row
@@ -161,7 +162,7 @@ def test_s3_commit_resume_duplicates_and_read_back(s3):
         row = got[want["key"]]
         assert row["committed_at"] is not None
         assert {k: v for k, v in row.items() if k != "committed_at"} == \
-               {k: v for k, v in want.items() if k != "committed_at"}
+               {k: v for k, v in encode_row(want, led2.format).items() if k != "committed_at"}
     assert got[plan[10].key]["status"] == "error" and got[plan[10].key]["correct"] is False
     _assert_no_temporaries(s3)
 

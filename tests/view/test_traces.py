@@ -3,7 +3,6 @@ child run, a span per model call (with token usage) and per execution; a re-sync
 tracking server's REST API lists them (what MLflow's Traces page reads)."""
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -12,6 +11,7 @@ import urllib.request
 
 import pandas as pd
 
+from opteval.evalcore.ledger_detail import calls_of, execs_of
 from opteval.sweepcore.ledger import Ledger
 from opteval.sweepcore.tracking.traces import KEY_TAG, select
 from tests.view.conftest import SWEEP, args, free_port, opteval
@@ -45,10 +45,10 @@ def test_the_sweep_logs_its_trajectories_as_traces(demo):
         calls = [s for s in spans if s.span_type == "CHAT_MODEL"]
         execs = [s for s in spans if s.span_type == "TOOL"]
         assert (len(calls), len(execs)) == (row["n_calls"], row["n_execs"])
-        first = json.loads(row["calls"])[0]
+        first = calls_of(row["calls"])[0]
         usage = calls[0].get_attribute("mlflow.chat.tokenUsage")
         assert usage["input_tokens"] == first["prompt_tokens"] and usage["output_tokens"] == first["completion_tokens"]
-        assert execs[0].inputs["code"] == json.loads(row["execs"])[0]["code"]
+        assert execs[0].inputs["code"] == execs_of(row["execs"])[0]["code"]
         assert calls[0].inputs["messages"][0]["role"] in ("system", "user")
     # a re-sync finds them by key and logs none twice
     done = opteval("report", *args(demo), "--sync-mlflow", "--summary")

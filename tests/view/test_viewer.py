@@ -11,6 +11,7 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 
+from opteval.evalcore.ledger_detail import execs_of, transcript_of
 from opteval.evalcore.reporting.view import TableSource, page_name, write_site
 from opteval.sweepcore.ledger import Ledger
 from tests.view.conftest import SWEEP, args, opteval
@@ -35,8 +36,8 @@ def test_view_writes_every_trajectory_and_a_page_each(demo):
     direct = next(r for r in rows if r["method"] == "direct" and r["status"] == "submitted")
     row = ledger[ledger["key"] == direct["key"]].iloc[0]
     page = (index.parent / direct["page"]).read_text()
-    transcript = json.loads(row["transcript"])
-    execs = json.loads(row["execs"])
+    transcript = transcript_of(row["calls"], row["transcript"])
+    execs = execs_of(row["execs"])
     assert execs and execs[0]["code"], "the program that ran is kept in the ledger"
     assert html.escape(execs[0]["code"].splitlines()[0]) in page
     assert html.escape(transcript[0]["messages"][-1]["content"][:60]) in page
@@ -118,7 +119,7 @@ def test_show_prints_one_trajectory_by_key_prefix(demo):
     assert done.returncode == 0, done.stderr
     out = done.stdout
     assert f"key {row['key']}" in out and "grade: " in out and "[reply]" in out
-    code = json.loads(row["execs"])[0]["code"]
+    code = execs_of(row["execs"])[0]["code"]
     assert "[program]" in out and code.splitlines()[0] in out
     assert out.count("call ") >= int(row["n_calls"])
     # issue 36: each verdict, and the captured model as an algebraic listing when one was stored

@@ -43,10 +43,9 @@ def _usage(response: Any) -> tuple[int | None, int | None, int | None]:
 
 
 def _ledger(out: Path, name: str) -> Any:
-    from opteval.sweepcore.ledger import Ledger
+    from tests.cluster.conftest import format1_frame  # format 1's view: detail as JSON text, error as text
 
-    led = Ledger.open(str(out), name, {}, "", True, read_only=True)
-    return led.read_table().to_pandas()
+    return format1_frame(out, name)
 
 
 def test_sweep_commits_every_trajectory_with_vllms_own_token_counts(tier_ray, smollm2, tmp_path):

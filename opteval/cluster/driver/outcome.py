@@ -17,6 +17,7 @@ from typing import Any, TextIO
 import pyarrow.compute as pc
 
 from opteval.cluster.driver.prepare import Prepared
+from opteval.evalcore.ledger_detail import error_message
 from opteval.exit_codes import ExitCode
 
 EXIT_OK = ExitCode.OK
@@ -32,7 +33,7 @@ def error_rows(table: Any, keys: Sequence[str] | None = None) -> list[str]:
     errs = table.select(["key", "status", "error"])
     errs = errs.filter(pc.equal(errs.column("status"), "error"))  # Arrow first: Python objects for errors only
     wanted = set(keys) if keys is not None else None
-    return [str(r["error"] or "no reason recorded") for r in errs.to_pylist()
+    return [error_message(r["error"]) or "no reason recorded" for r in errs.to_pylist()
             if wanted is None or r["key"] in wanted]
 
 

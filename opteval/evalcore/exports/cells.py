@@ -8,12 +8,14 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from opteval.evalcore.ledger_detail import error_message, execs_of, transcript_of
 from opteval.evalcore.records import STATUS_ERROR
 
 # the ledger columns the exporters read (jobs/export.py projects on them)
+# (the transcript needs ``calls`` too: format 2 keeps each call's messages as indices there)
 COLUMNS = ["key", "model", "method", "benchmark", "problem_id", "sample", "status", "submission", "correct",
            "grading_profile", "prompt_tokens", "completion_tokens", "cached_prompt_tokens", "n_calls", "error",
-           "transcript", "execs", "simulated", "extraction"]
+           "calls", "transcript", "execs", "simulated", "extraction"]
 
 
 @dataclass(frozen=True)
@@ -37,21 +39,23 @@ class Cell:
     def why_missing(self) -> str:
         if self.row is None:
             return "not run: planned but never committed"
-        return f"status error: {self.row.get('error') or 'unknown'}"
+        return f"status error: {error_message(self.row.get('error')) or 'unknown'}"
 
-    def json_list(self, column: str) -> list[Any]:
-        """A JSON-list column (transcript, execs) decoded; [] when absent."""
-        raw = self.row.get(column) if self.row is not None else None
-        if not raw:
+    def transcript(self) -> list[dict[str, Any]]:
+        """The row's per-call transcript entries (either ledger format); [] when absent."""
+        if self.row is None:
             return []
-        value = json.loads(raw)
-        return value if isinstance(value, list) else []
+        return transcript_of(self.row.get("calls"), self.row.get("transcript"))
+
+    def execs(self) -> list[dict[str, Any]]:
+        """The row's executions (either ledger format); [] when absent."""
+        return execs_of(self.row.get("execs")) if self.row is not None else []
 
     def conversation(self) -> list[dict[str, str]]:
         """The transcript (one entry per call: the messages sent and the completion) as one list
         of ``{role, content}``: each call's messages not already shown, then its completion."""
         out: list[dict[str, str]] = []
-        for call in self.json_list("transcript"):
+        for call in self.transcript():
             if not isinstance(call, dict):
                 continue
             sent = [{"role": str(m.get("role")), "content": _text(m.get("content"))}

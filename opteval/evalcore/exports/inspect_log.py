@@ -46,7 +46,7 @@ def _usage(row: Mapping[str, Any] | None) -> Any:
 
 def _programs(cell: Cell) -> list[dict[str, Any]]:
     keep = ("turn", "outcome", "code", "stdout_tail", "stderr_tail", "submission", "exit_code", "wall_s")
-    return [{k: e.get(k) for k in keep} for e in cell.json_list("execs") if isinstance(e, dict)]
+    return [{k: e.get(k) for k in keep} for e in cell.execs()]
 
 
 def sample(cell: Cell, model: str) -> Any:

@@ -15,7 +15,6 @@ missing cells can only be counted, not named.
 """
 from __future__ import annotations
 
-import json
 import math
 import sys
 from collections.abc import Mapping
@@ -26,6 +25,7 @@ import numpy as np
 import pandas as pd
 
 from opteval.evalcore.grading import PROFILES, Parsed, grade_parsed, parse_submission
+from opteval.evalcore.ledger_detail import calls_of, error_message, execs_of, transcript_of
 from opteval.evalcore.problems import AnswerKey
 from opteval.evalcore.records import LEDGER_SCHEMA, STATUS_ERROR
 
@@ -81,26 +81,16 @@ def number(v: Any) -> float | None:
     return None if math.isnan(x) else x
 
 
-def _loads(text: Any) -> list[Any]:
-    if isinstance(text, list):
-        return text
-    text = _nn(text)
-    if not text:
-        return []
-    try:
-        val = json.loads(text)
-    except (TypeError, ValueError):
-        return []
-    return val if isinstance(val, list) else []
-
-
 def to_frame(table: Any, reduce: bool = False) -> pd.DataFrame:
     """A ledger table (pyarrow or pandas) as pandas with every LEDGER_SCHEMA column,
     absent ones filled with nulls; duplicate keys keep the last committed row (a retry
-    replaces its archived attempt). ``reduce`` (the report): the JSON detail columns (``calls``,
+    replaces its archived attempt). ``reduce`` (the report): the detail columns (``calls``,
     ``execs``, ``transcript``) replaced by what the report derives from them (:func:`reduce_rows`;
-    a table already reduced, as ``opteval report`` streams it, is kept)."""
+    a table already reduced, as ``opteval report`` streams it, is kept). ``error`` is its text in
+    either ledger format (``opteval.evalcore.ledger_detail.error_message``): every report reads it so."""
     df = table.to_pandas() if hasattr(table, "to_pandas") and not isinstance(table, pd.DataFrame) else pd.DataFrame(table)
+    if "error" in df.columns and df["error"].dtype == object:
+        df["error"] = [error_message(v) for v in df["error"]]
     if reduce:
         df = reduce_rows(df) if not is_reduced(df) else df.copy()
     else:
@@ -117,7 +107,7 @@ def to_frame(table: Any, reduce: bool = False) -> pd.DataFrame:
 
 # -- reduced rows: what the report needs from the JSON detail columns ----------------------------
 
-# The ledger's JSON columns a report row is reduced from (issue 44: a reader holds what it derives,
+# The ledger's detail columns a report row is reduced from (issue 44: a reader holds what it derives,
 # never the calls, executions or transcripts themselves; the transcripts are 95% of a row's bytes).
 RAW_DETAIL = ("calls", "execs", "transcript")
 SEMOPT_STAGES = ("generate", "reflect", "expand", "critic")
@@ -139,9 +129,10 @@ def is_reduced(df: Any) -> bool:
     return "exec_runs" in getattr(df, "columns", ())
 
 
-def semopt_annotations(transcript: Any) -> list[dict[str, Any]]:
-    """The harness's ``"semopt"`` candidate annotations of one transcript, in its order."""
-    entries = _loads(transcript) if isinstance(transcript, str) or transcript is None else list(transcript)
+def semopt_annotations(transcript: Any, calls: Any = None) -> list[dict[str, Any]]:
+    """The harness's ``"semopt"`` candidate annotations of one transcript, in its order (format 2
+    keeps them with the calls: pass the row's ``calls`` too)."""
+    entries = transcript_of(calls, transcript)
     return [e["semopt"] for e in entries if isinstance(e, dict) and isinstance(e.get("semopt"), dict)]
 
 
@@ -160,12 +151,12 @@ def reduce_rows(df: pd.DataFrame, annotations: Mapping[str, list[dict[str, Any]]
     if annotations is not None:
         ann_col: Any = [annotations.get(k, []) for k in df["key"]]
     elif "transcript" in df.columns:
-        ann_col = [semopt_annotations(_nn(x)) for x in df["transcript"]]
+        ann_col = [semopt_annotations(x, c) for x, c in zip(df["transcript"], calls_col)]
     else:
         ann_col = [[] for _ in range(n)]
     cols: dict[str, list[Any]] = {c: [] for c in DERIVED}
     for raw_ca, raw_ex, fo, st, ann in zip(calls_col, execs_col, fo_col, st_col, ann_col):
-        ex, ca = _loads(raw_ex), _loads(raw_ca)
+        ex, ca = execs_of(raw_ex), calls_of(raw_ca)
         outs = [e.get("outcome") for e in ex if isinstance(e, dict)]
         cols["last_exec_outcome"].append(outs[-1] if outs else None)
         cols["first_outcome"].append(_nn(fo) if _nn(fo) is not None else (outs[0] if outs else None))

@@ -20,10 +20,11 @@ import pandas as pd
 
 from opteval.evalcore.finish_reasons import COLUMNS as FINISH_COLUMNS
 from opteval.evalcore.grading import DEFAULT_PROFILE, get_profile
+from opteval.evalcore.ledger_detail import execs_of
 from opteval.evalcore.problems import AnswerKey
 from opteval.evalcore.protocols import protocol_notes
 from opteval.evalcore.reporting import analysis, costs, difficulty, plots, sampling, table1
-from opteval.evalcore.reporting.frame import PROFILE_NAMES, _loads, number, prepare
+from opteval.evalcore.reporting.frame import PROFILE_NAMES, number, prepare
 from opteval.evalcore.reporting.intervals import BootstrapSpec, cell_intervals, with_intervals
 from opteval.evalcore.reporting.semopt import SemoptReport, semopt_report
 from opteval.evalcore.reporting.tables import (
@@ -293,7 +294,7 @@ def uncontained_runs(df: Any) -> tuple[int, int]:
         return 0, 0
     col = df["execs"]
     runs = [e for v in (col.to_pylist() if hasattr(col, "to_pylist") else list(col))
-            for e in _loads(v) if isinstance(e, dict)]
+            for e in execs_of(v)]
     return len(runs), sum(1 for e in runs if e.get("contained") is False)
 
 

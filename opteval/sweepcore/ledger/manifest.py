@@ -26,7 +26,6 @@ import pyarrow.parquet as pq
 
 from opteval.sweepcore.ledger.keyset import KeySet
 from opteval.sweepcore.ledger.schema import (
-    LEDGER_FORMAT,
     MANIFEST,
     PLAN_FILE,
     PLAN_SCHEMA,
@@ -123,6 +122,7 @@ class ManifestMixin:
     quarantined: list[dict[str, Any]]
     _manifest: dict[str, Any] | None
     _keys: KeySet | None
+    format: int  # the ledger's format (the manifest's; LEDGER_FORMAT for a new ledger)
 
     def _own(self) -> None:
         raise NotImplementedError
@@ -151,7 +151,7 @@ class ManifestMixin:
     def _write_manifest(self, old: dict[str, Any] | None, config: dict[str, Any], fingerprint: str,
                         changes: list[str], sweep_name: str) -> None:
         now = _now().isoformat()
-        man = dict(old or {"format": LEDGER_FORMAT, "sweep": sweep_name, "created_at": now, "history": []})
+        man = dict(old or {"format": self.format, "sweep": sweep_name, "created_at": now, "history": []})
         if old is None or changes:
             man["history"] = list(man.get("history", [])) + [
                 {"at": now, "fingerprint": fingerprint, "changes": changes}
@@ -182,7 +182,7 @@ class ManifestMixin:
             raise DamagedFileError(f"{self.uri}/{MANIFEST}: not valid JSON ({str(exc)[:200]}); {REPAIR_HINT}") from exc
         if not isinstance(man, dict):
             raise DamagedFileError(f"{self.uri}/{MANIFEST}: not a JSON object; {REPAIR_HINT}")
-        check_format(man, f"{self.uri}/{MANIFEST}")
+        self.format = check_format(man, f"{self.uri}/{MANIFEST}")
         self._manifest = man
         return self._manifest
 

@@ -1,5 +1,10 @@
 """Ledger rows (``opteval.evalcore.records.LEDGER_SCHEMA``): one per graded trajectory, or an error row for
-a trajectory whose infrastructure failed past its retries (it stays in the denominator)."""
+a trajectory whose infrastructure failed past its retries (it stays in the denominator).
+
+The rows hold logical values, the same whatever the ledger's format: ``calls`` and ``execs`` lists of
+dicts, ``transcript`` the trajectory's per-call entries, ``budgets`` a dict, ``error`` a
+``{kind, where, message}`` dict classified here (``opteval.evalcore.ledger_detail.error_struct``).
+``Ledger.commit`` encodes them for the ledger's format (the one encode boundary)."""
 from __future__ import annotations
 
 import dataclasses
@@ -8,6 +13,7 @@ import math
 from typing import Any
 
 from opteval.evalcore.formulation import Verification
+from opteval.evalcore.ledger_detail import error_struct
 from opteval.evalcore.records import LEDGER_SCHEMA, STATUS_ERROR, Trajectory
 
 # -- rows ----------------------------------------------------------------------------------------
@@ -80,14 +86,16 @@ def trajectory_row(
         "first_exec_outcome": execs[0].outcome if execs else None,
         "wall_s": float(traj.wall_s),
         "simulated": bool(traj.simulated),
-        "error": error if error is not None else (traj.errors[-1] if traj.errors else None),
+        # a graded row's error is its last harness note (or the caller's): kind harness, where the method
+        "error": error_struct(error if error is not None else (traj.errors[-1] if traj.errors else None),
+                              infrastructure=False, method=traj.method),
         "attempts": int(attempts),
         "fingerprint": fingerprint,
         "committed_at": None,
-        "calls": _json([dataclasses.asdict(c) for c in traj.calls]),
-        "execs": _json([_without_forms(dataclasses.asdict(e)) for e in execs]),
-        "transcript": _json(traj.transcript),
-        "budgets": _json(traj.budgets),
+        "calls": [dataclasses.asdict(c) for c in traj.calls],
+        "execs": [_without_forms(dataclasses.asdict(e)) for e in execs],
+        "transcript": [dict(e) for e in traj.transcript],
+        "budgets": dict(traj.budgets),
         **verification_columns(verification),
     }
 
@@ -131,8 +139,8 @@ def error_row(
         key=item.key, sweep=sweep, model=item.model, method=item.method, benchmark=item.benchmark,
         problem_id=item.problem_id, sample=int(item.sample), seed=seed, status=STATUS_ERROR,
         correct=False, grading_profile=profile, n_calls=0, n_execs=0, exec_ok=0,
-        simulated=bool(simulated), error=reason, attempts=int(attempts),
+        simulated=bool(simulated), error=error_struct(reason, infrastructure=True), attempts=int(attempts),
         fingerprint=fingerprint if fingerprint is not None else getattr(item, "fingerprint", None),
-        calls="[]", execs="[]", transcript="[]", budgets="{}",
+        calls=[], execs=[], transcript=[], budgets={},
     )
     return row

@@ -3,7 +3,13 @@ format version written in ``manifest.json`` (``format``) and checked on every re
 
 Why a version: a manifest written by a newer opteval may mean files this code would misread;
 it is refused with one line naming the file. Ledgers written before the field existed hold
-format 1 (the only one so far) and read as such."""
+format 1 and read as such.
+
+Formats: 1, the detail columns as JSON text and ``error`` as text; 2 (new ledgers), the detail
+columns as Arrow nested types and ``error`` as ``{kind, where, message}``
+(``opteval.evalcore.records.ledger_schema``; encoded and decoded by ``opteval.evalcore.ledger_detail``).
+A ledger keeps the format it was created with: resuming a format-1 ledger writes format 1, so one
+ledger's files never mix schemas. The format is in no fingerprint: plans and keys are the same."""
 from __future__ import annotations
 
 import re
@@ -14,8 +20,9 @@ import pyarrow as pa
 from opteval.evalcore.records import LEDGER_SCHEMA
 from opteval.sweepcore.ledger_errors import DamagedFileError, LedgerError
 
-# What this code writes into the manifest's ``format`` and the newest it reads.
-LEDGER_FORMAT = 1
+# What this code writes into a new ledger's manifest ``format``, and the newest it reads.
+LEDGER_FORMAT = 2
+FORMATS = (1, 2)  # the formats this code reads and writes (a ledger keeps its own)
 
 
 MANIFEST = "manifest.json"
@@ -54,12 +61,21 @@ def file_level(match: re.Match[str]) -> int:
     return int(level) if level else 1
 
 
-def check_format(manifest: dict[str, Any], where: str) -> None:
-    """Refuse a manifest of a newer ledger format (one line naming ``where``, the manifest's
-    location); a manifest without ``format`` is format 1 (written before the field was read)."""
-    fmt = manifest.get("format", LEDGER_FORMAT)
+def check_format(manifest: dict[str, Any], where: str) -> int:
+    """The manifest's ledger format (1 or 2); refuse a newer one (one line naming ``where``, the
+    manifest's location). A manifest without ``format`` is format 1 (written before the field was read)."""
+    fmt = manifest.get("format", 1)
     if isinstance(fmt, bool) or not isinstance(fmt, int) or fmt < 1:
         raise DamagedFileError(f"{where}: format must be a positive integer, got {fmt!r}; {REPAIR_HINT}")
     if fmt > LEDGER_FORMAT:
         raise LedgerError(f"{where}: ledger format {fmt} is newer than this opteval reads (format {LEDGER_FORMAT}); "
                           f"open it with the opteval that wrote it, or a newer one")
+    return int(fmt)
+
+
+def format_of_schema(schema: pa.Schema) -> int:
+    """The format a data file was written in, from its schema (``calls`` as text: format 1): for a
+    ledger whose manifest was lost (repair) and must keep its files' format."""
+    if "calls" in schema.names and pa.types.is_string(schema.field("calls").type):
+        return 1
+    return 2 if "calls" in schema.names else 1

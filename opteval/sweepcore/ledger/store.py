@@ -66,7 +66,8 @@ import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from opteval.evalcore.records import LEDGER_SCHEMA, STATUS_ERROR
+from opteval.evalcore.ledger_detail import encode_row
+from opteval.evalcore.records import STATUS_ERROR, ledger_schema
 from opteval.sweepcore import lease
 from opteval.sweepcore.config import outcome_view
 from opteval.sweepcore.ledger.keyset import KeySet
@@ -75,12 +76,15 @@ from opteval.sweepcore.ledger.schema import (
     _COLUMNS,
     _FILE_RE,
     _REQUIRED,
+    FORMATS,
+    LEDGER_FORMAT,
     MANIFEST,
     OBJECT_STORES,
     REPLACES_META,
     TMP_DIR,
     TRAJ_DIR,
     file_level,
+    format_of_schema,
 )
 from opteval.sweepcore.ledger_errors import CommitError, ConfigChangedError, DuplicateKeyError, LedgerError, _cause
 
@@ -143,6 +147,7 @@ class Ledger(ManifestMixin):
         # partition dir -> level -> its live files (level 0: parts); rewrite- files are in none
         self._levels: dict[str, dict[int, list[str]]] = defaultdict(lambda: defaultdict(list))
         self._manifest: dict[str, Any] | None = None
+        self.format = LEDGER_FORMAT  # a new ledger's; an existing one's manifest sets its own on read
         self.repair = repair
         self.lease: Any = None  # opteval.sweepcore.lease.Lease while this driver holds the sweep
         self.quarantined: list[dict[str, Any]] = []  # {"file", "to", "reason", "keys" (None: unreadable)}
@@ -163,6 +168,7 @@ class Ledger(ManifestMixin):
         lease_stale_s: float | None = None,
         wait_for_lease: bool = False,
         repair: bool = False,
+        new_format: int = LEDGER_FORMAT,
     ) -> Ledger:
         """Open (or create) ``<uri>/<sweep_name>`` for this config.
 
@@ -175,11 +181,16 @@ class Ledger(ManifestMixin):
         first, refusing with :class:`opteval.sweepcore.lease.LeaseHeldError` while another live
         driver holds it (``wait_for_lease``: wait instead). ``repair``: move damaged
         files into ``quarantine/`` instead of refusing (:class:`DamagedFileError`).
+        ``new_format``: the format of a ledger created here (tests, tools); an existing ledger keeps
+        the format its manifest states, whatever this says.
         """
+        if new_format not in FORMATS:
+            raise LedgerError(f"ledger format must be one of {list(FORMATS)}, got {new_format!r}")
         fs, base = open_filesystem(uri)
         root = f"{base}/{sweep_name}"
         led = cls(fs, root, join_uri(uri, sweep_name), read_only=read_only, compact_every=compact_every,
                   repair=repair, compact_fan_in=compact_fan_in)
+        led.format = new_format
         if not read_only and lease_stale_s is not None:
             led._take_lease(sweep_name, float(lease_stale_s), wait_for_lease)
         try:
@@ -211,6 +222,8 @@ class Ledger(ManifestMixin):
                       allow_config_change: bool) -> None:
         led, fs, root, read_only = self, self.fs, self.root, self.read_only
         old = led._manifest_or_repair()
+        if old is None:  # new, or its manifest quarantined: the format its data files hold, if any
+            led.format = led._files_format() or led.format
         changes: list[str] = []
         if old is not None and old.get("fingerprint") != fingerprint:
             changes = config_diff(outcome_view(old.get("config") or {}), outcome_view(resolved_config))
@@ -242,6 +255,20 @@ class Ledger(ManifestMixin):
         return led
 
     # ---- reading ----
+    def _files_format(self) -> int | None:
+        """The format of the ledger's data files (the first readable one), or None without any."""
+        for f in self._list():
+            try:
+                return format_of_schema(pq.read_schema(f, filesystem=self.fs))
+            except (pa.ArrowException, OSError, ValueError):
+                continue
+        return None
+
+    @property
+    def schema(self) -> pa.Schema:
+        """The row schema of this ledger's format (``opteval.evalcore.records.ledger_schema``)."""
+        return ledger_schema(self.format)
+
     def _list(self) -> list[str]:
         sel = pafs.FileSelector(f"{self.root}/{TRAJ_DIR}", recursive=True, allow_not_found=True)
         base = len(self.root) + len(TRAJ_DIR) + 2
@@ -328,13 +355,14 @@ class Ledger(ManifestMixin):
         return key in self._keys
 
     def read_table(self, columns: list[str] | None = None, filter: Any = None) -> pa.Table:
-        """All committed rows; schemas unified with ``LEDGER_SCHEMA`` (its columns first). Pass the
+        """All committed rows; schemas unified with the format's (:attr:`schema`, its columns first;
+        decode the detail columns and ``error`` with ``opteval.evalcore.ledger_detail``). Pass the
         ``columns`` a reader uses (``schema.columns_without(*DETAIL_COLUMNS)`` for one that scores):
         Parquet then never reads the others, and the transcripts are most of a ledger's bytes.
         ``filter``: a ``pyarrow.compute`` expression on the rows (``pc.field("method").isin([...])``)."""
         dataset = self._dataset()
         if dataset is None:
-            return LEDGER_SCHEMA.empty_table() if columns is None else LEDGER_SCHEMA.empty_table().select(columns)
+            return self.schema.empty_table() if columns is None else self.schema.empty_table().select(columns)
         return dataset.to_table(columns=columns, filter=filter)
 
     def scan(self, columns: list[str], batch_rows: int = 8192, filter: Any = None) -> Iterator[pa.RecordBatch]:
@@ -353,7 +381,7 @@ class Ledger(ManifestMixin):
         if not files:
             return None
         factory = ds.FileSystemDatasetFactory(self.fs, files, ds.ParquetFileFormat())
-        schema = pa.unify_schemas([LEDGER_SCHEMA, factory.inspect(fragments=None)], promote_options="permissive")
+        schema = pa.unify_schemas([self.schema, factory.inspect(fragments=None)], promote_options="permissive")
         return ds.dataset(files, schema=schema, format="parquet", filesystem=self.fs)
 
     # ---- writing ----
@@ -364,7 +392,9 @@ class Ledger(ManifestMixin):
     def commit(self, rows: list[dict[str, Any]]) -> list[str]:
         """Write ``rows`` atomically (one file per model x method). Returns the paths.
 
-        Raises DuplicateKeyError, before writing anything, when a key is already
+        The encode boundary: ``rows`` hold logical values (``opteval.sweepcore.ledger.rows``), encoded
+        here for this ledger's format (``opteval.evalcore.ledger_detail.encode_row``), so the file
+        has exactly :attr:`schema`. Raises DuplicateKeyError, before writing anything, when a key is already
         committed or appears twice in ``rows``.
         """
         self._writable()
@@ -393,7 +423,7 @@ class Ledger(ManifestMixin):
             groups[(row["model"], row["method"])].append(row)
         written = []
         for (model, method), group in groups.items():
-            table = pa.Table.from_pylist(group, schema=LEDGER_SCHEMA)
+            table = pa.Table.from_pylist([encode_row(r, self.format) for r in group], schema=self.schema)
             d = self._partition(model, method)
             self._seq += 1
             path = f"{d}/part-{self._seq:08d}-{uuid.uuid4().hex}.parquet"
@@ -449,8 +479,8 @@ class Ledger(ManifestMixin):
         inputs' size; row groups of ``MERGE_ROW_GROUP`` rows (one-row parts would otherwise
         make one-row groups)."""
         meta = {REPLACES_META: json.dumps([p.rsplit("/", 1)[-1] for p in inputs]).encode()}
-        schema = LEDGER_SCHEMA.with_metadata(meta)
-        dataset = ds.dataset(inputs, schema=LEDGER_SCHEMA, format="parquet", filesystem=self.fs)
+        schema = self.schema.with_metadata(meta)
+        dataset = ds.dataset(inputs, schema=self.schema, format="parquet", filesystem=self.fs)
         tmp = self._tmp_path(final)
 
         def write() -> None:
@@ -465,10 +495,10 @@ class Ledger(ManifestMixin):
                     rows += batch.num_rows
                     nbytes += batch.nbytes
                     if rows >= MERGE_ROW_GROUP or nbytes >= MERGE_GROUP_BYTES:
-                        out.write_table(pa.Table.from_batches(held, schema=LEDGER_SCHEMA))
+                        out.write_table(pa.Table.from_batches(held, schema=self.schema))
                         held, rows, nbytes = [], 0, 0
                 if held:
-                    out.write_table(pa.Table.from_batches(held, schema=LEDGER_SCHEMA))
+                    out.write_table(pa.Table.from_batches(held, schema=self.schema))
             self._publish(tmp, final)
 
         self._guard_write(final, write, tmp=tmp)

@@ -19,6 +19,7 @@ from typing import Any
 
 import pandas as pd
 
+from opteval.evalcore.ledger_detail import calls_of, execs_of
 from opteval.evalcore.reporting.frame import to_frame
 from opteval.evalcore.reporting.view.model import Detail, detail
 from opteval.sweepcore.config import TRACE_MODES
@@ -165,14 +166,9 @@ def log_traces(client: Any, experiment_id: str, sweep: str, runs: Mapping[tuple[
             return n, 1 + sum(1 for _ in todo)
         log_trace(client, experiment_id, runs.get((str(row["model"]), str(row["method"]))), sweep, row)
         n += 1
-        spans += 2 + len(_loads_list(row.get("calls"))) + len(_loads_list(row.get("execs")))
+        spans += 2 + len(calls_of(row.get("calls"))) + len(execs_of(row.get("execs")))
         if flush is not None and spans >= FLUSH_SPANS:
             flush()
             spans = 0
     return n, 0
 
-
-def _loads_list(text: Any) -> list[Any]:
-    from opteval.evalcore.reporting.frame import _loads
-
-    return _loads(text)

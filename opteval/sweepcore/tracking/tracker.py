@@ -181,14 +181,15 @@ def ledger_summary(ledger: Ledger, columns: Iterable[str] | None = None, batch_r
     the four finish-reason counts (``opteval.evalcore.finish_reasons.COLUMNS``) derived from each
     row's ``calls`` as the record batches are read: what :func:`summarize_ledger`, the sweep's end
     and ``--sync-mlflow`` need, never the transcripts or executions, nor the calls held (issue 44)."""
-    from opteval.evalcore.finish_reasons import _calls, trajectory_counts
+    from opteval.evalcore.finish_reasons import trajectory_counts
+    from opteval.evalcore.ledger_detail import calls_of
 
     cols = [c for c in (columns or SCORING_READ) if c not in DETAIL_COLUMNS]
     if "status" not in cols:
         cols.append("status")
     parts = []
     for batch in ledger.scan([*cols, "calls"], batch_rows):
-        counts = [trajectory_counts([c for c in _calls(raw) if isinstance(c, dict)], st) for raw, st in
+        counts = [trajectory_counts(calls_of(raw), st) for raw, st in
                   zip(batch.column("calls").to_pylist(), batch.column("status").to_pylist())]
         t = pa.Table.from_batches([batch]).drop_columns(["calls"])
         for name in FINISH_COLUMNS:

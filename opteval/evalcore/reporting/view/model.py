@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -19,9 +20,10 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
 from opteval.evalcore.grading import PROFILES, parse_submission
+from opteval.evalcore.ledger_detail import calls_of, error_message, execs_of, plain, transcript_of
 from opteval.evalcore.problems import AnswerKey
-from opteval.evalcore.records import LEDGER_SCHEMA
-from opteval.evalcore.reporting.frame import _loads, _nn, number, to_frame
+from opteval.evalcore.records import FORMAT_COLUMNS, LEDGER_SCHEMA
+from opteval.evalcore.reporting.frame import _nn, number, to_frame
 
 STATUS_MISSING = "missing"  # planned, never committed: counts as wrong in every table
 
@@ -108,9 +110,10 @@ def explain(row: Mapping[str, Any], answer: str | None) -> str:
     if status == STATUS_MISSING:
         return "planned but never committed: counted as wrong (missing score)"
     if status == "error":
-        return f"infrastructure error after its retries, counted as wrong: {row.get('error') or 'no reason recorded'}"
+        return ("infrastructure error after its retries, counted as wrong: "
+                f"{error_message(row.get('error')) or 'no reason recorded'}")
     if status == "no_submission":
-        why = row.get("error") or "the trajectory ended without submitting"
+        why = error_message(row.get("error")) or "the trajectory ended without submitting"
         return f"nothing submitted ({why}): counted as wrong"
     profile = _nn(row.get("grading_profile")) or "optagentbench"
     rule = PROFILES[profile].description if profile in PROFILES else "unknown profile"
@@ -124,8 +127,8 @@ def explain(row: Mapping[str, Any], answer: str | None) -> str:
 
 
 def detail(row: Mapping[str, Any], answer: str | None = None) -> Detail:
-    transcript = _loads(row.get("transcript"))
-    records = _loads(row.get("calls"))
+    transcript = transcript_of(row.get("calls"), row.get("transcript"))
+    records = calls_of(row.get("calls"))
     calls = []
     for i, entry in enumerate(e for e in transcript if isinstance(e, dict)):
         idx = entry.get("call", i)
@@ -143,13 +146,13 @@ def detail(row: Mapping[str, Any], answer: str | None = None) -> Detail:
         Execution(index=i, turn=e.get("turn"), outcome=str(e.get("outcome") or ""), code=str(e.get("code") or ""),
                   stdout=str(e.get("stdout_tail") or ""), stderr=str(e.get("stderr_tail") or ""),
                   submission=e.get("submission"), wall_s=e.get("wall_s"), exit_code=e.get("exit_code"))
-        for i, e in enumerate(x for x in _loads(row.get("execs")) if isinstance(x, dict))
+        for i, e in enumerate(execs_of(row.get("execs")))
     ]
     return Detail(
         key=str(row["key"]), model=str(row["model"]), method=str(row["method"]), benchmark=str(row["benchmark"]),
         problem_id=str(row["problem_id"]), sample=int(row["sample"]), status=str(row["status"]),
         correct=bool(_nn(row.get("correct")) or False), submission=_nn(row.get("submission")), answer=answer,
-        why=explain(row, answer), error=_nn(row.get("error")),
+        why=explain(row, answer), error=error_message(row.get("error")),
         prompt_tokens=_int(row.get("prompt_tokens")), completion_tokens=_int(row.get("completion_tokens")),
         n_calls=_int(row.get("n_calls")) or len(calls), n_execs=_int(row.get("n_execs")) or len(execs),
         wall_s=number(row.get("wall_s")), calls=calls, execs=execs,
@@ -186,7 +189,9 @@ DETAIL_READ = ("key", "model", "method", "benchmark", "problem_id", "sample", "s
                "error", "prompt_tokens", "completion_tokens", "n_calls", "n_execs", "wall_s", "grading_profile",
                "extraction", "committed_at", "transcript", "calls", "execs")
 ORDER = ("model", "method", "benchmark", "problem_id", "sample")  # the index's row order
-INDEX_SCHEMA = pa.schema([LEDGER_SCHEMA.field(c).with_nullable(True) for c in INDEX_COLUMNS])
+# ``error`` as its text in both ledger formats (format 2's struct gives its ``message``)
+INDEX_SCHEMA = pa.schema([(LEDGER_SCHEMA.field(c) if c != "error" else pa.field("error", pa.string())).with_nullable(True)
+                          for c in INDEX_COLUMNS])
 
 
 class RowSource(Protocol):
@@ -208,8 +213,17 @@ class TableSource:
             df = table if isinstance(table, pd.DataFrame) else pd.DataFrame(table)
             cols = {n: df[n] for n in df.columns}
         n = table.num_rows if df is None else len(df)
-        arrays = [_as_type(cols[f.name], f.type) if f.name in cols else pa.nulls(n, f.type) for f in LEDGER_SCHEMA]
-        self.table = pa.Table.from_arrays(arrays, schema=pa.schema([f.with_nullable(True) for f in LEDGER_SCHEMA]))
+        fields, arrays = [], []
+        for f in LEDGER_SCHEMA:
+            if f.name not in cols:
+                arr: Any = pa.nulls(n, f.type)
+            elif f.name in FORMAT_COLUMNS:  # either ledger format's type, as it came
+                arr = _format_column(f.name, cols[f.name])
+            else:
+                arr = _as_type(cols[f.name], f.type)
+            fields.append(pa.field(f.name, arr.type))
+            arrays.append(arr)
+        self.table = pa.Table.from_arrays(arrays, schema=pa.schema(fields))
 
     def scan(self, columns: list[str], batch_rows: int = 8192, filter: Any = None) -> Iterator[pa.RecordBatch]:
         yield from ds.dataset(self.table).to_batches(columns=columns, filter=filter, batch_size=batch_rows)
@@ -228,15 +242,36 @@ def _as_type(values: Any, typ: pa.DataType) -> pa.Array | pa.ChunkedArray:
         return pa.array(cells).cast(typ, safe=False)
 
 
+def _format_column(name: str, values: Any) -> pa.Array | pa.ChunkedArray:
+    """A column whose type depends on the ledger's format: an Arrow one as it is; Python or pandas
+    values as text (``error`` its message; nested detail values as JSON, which
+    ``opteval.evalcore.ledger_detail`` reads in either format)."""
+    if isinstance(values, (pa.Array, pa.ChunkedArray)):
+        return values
+    cells = [plain(v) for v in values]
+    if name == "error":
+        return pa.array([error_message(v) for v in cells], pa.string())
+    return pa.array([v if v is None or isinstance(v, str) else json.dumps(v, default=str) for v in cells],
+                    pa.string())
+
+
 def as_source(rows: Any) -> RowSource:
     """A ledger as it is; a table or frame wrapped in :class:`TableSource`."""
     return rows if hasattr(rows, "scan") else TableSource(rows)
 
 
 def _conform(batch: pa.RecordBatch) -> pa.RecordBatch:
-    arrays = [batch.column(f.name) if batch.column(f.name).type == f.type else batch.column(f.name).cast(f.type)
+    arrays = [_error_text(batch.column(f.name)) if f.name == "error"
+              else batch.column(f.name) if batch.column(f.name).type == f.type else batch.column(f.name).cast(f.type)
               for f in INDEX_SCHEMA]
     return pa.RecordBatch.from_arrays(arrays, schema=INDEX_SCHEMA)
+
+
+def _error_text(col: pa.Array) -> pa.Array:
+    """The ``error`` column as text: format 1's as it is, format 2's struct as its ``message`` (in Arrow)."""
+    if pa.types.is_struct(col.type):
+        return pc.struct_field(col, "message")
+    return col if col.type == pa.string() else col.cast(pa.string())
 
 
 def _last_per_key(table: pa.Table) -> pa.Table:
