@@ -258,11 +258,10 @@ def test_disk_full_on_a_real_small_tmpfs(tmp_path):
         cfg, res, fp, plan = _setup(mnt)
         led = Ledger.open(str(mnt), "demo", res, fp, lease_stale_s=30.0)
         (mnt / "ballast").write_bytes(b"\0" * 200_000)
-        big = [dict(_row(p), transcript="x" * 50_000) for p in plan]
         done = 0
         with pytest.raises(CommitError) as ei:
-            for r in big:
-                led.commit([dict(r, transcript=os.urandom(60_000).hex())])
+            for p in plan:  # incompressible bytes in a plain string column (the same in either ledger format)
+                led.commit([dict(_row(p), submission=os.urandom(60_000).hex())])
                 done += 1
         assert "No space left on device" in str(ei.value) and done >= 1
         committed = led.committed_keys()
