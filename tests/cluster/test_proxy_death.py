@@ -72,7 +72,11 @@ def test_two_proxy_kills_mid_sweep_cost_no_trajectory(ray_cluster, h, tmp_path, 
     assert len(final) == planned and not final["key"].duplicated().any()
     assert h.identities(final) == h.identities(base)
     assert "waiting up to" in out and "for the route to come back" in out  # the one line per outage
-    # Ray forwards the Serve controller's own tracebacks (its health checks meeting the dead actor)
-    # to every driver, prefixed with the controller's name; nothing of the sweep's own raises
-    ours = [ln for ln in out.splitlines() if "Traceback" in ln and "ServeController" not in ln]
+    # Ray forwards Serve's own tracebacks to every driver, prefixed with the actor's name: the
+    # controller's health checks meeting the dead actor, and a replica whose in-flight request was
+    # cut when its proxy died (CI printed one; the rows above show the call was retried). Nothing
+    # of the sweep's own raises: no unprefixed traceback, none from our executors or tasks.
+    serve_own = ("(ServeController", "(ServeReplica:")
+    ours = [ln for ln in out.splitlines()
+            if "Traceback" in ln and not any(tag in ln for tag in serve_own)]
     assert ours == [], out[-3000:]

@@ -1,7 +1,7 @@
 """A loaded machine (the condition of a busy shared head node or a CI box): the demo sweep and
-the rewards service are started while 8 CPU-bound processes load the cores. Both must come up
-(Ray's start-up retried, Serve's slow-replica warnings waited through, MLflow started in the
-background) and finish without a traceback. Slow: deselected by default, ``.ci/run`` runs it
+the rewards service are started while CPU-bound processes, two per core, load the cores. Both
+must come up (Ray's start-up retried, Serve's slow-replica warnings waited through, MLflow started
+in the background) and finish without a traceback. Slow: deselected by default, ``.ci/run`` runs it
 with ``-m loaded tests/loaded``."""
 from __future__ import annotations
 
@@ -19,13 +19,16 @@ import pytest
 from tests.rewards.serve_proc import free_port, rewards_service
 
 REPO = Path(__file__).resolve().parents[2]
-BUSY = 8
+# Two busy loops per core: every process of the run gets a third of a core or less. Eight on two
+# cores (the tier until 2026-12-07) starved Serve's HTTP proxy on CI: three 120 s readiness checks
+# went unanswered, Ray restarted it, and the sweep gave up (exit 5) 660 s after serve.start.
+BUSY = 2 * len(os.sched_getaffinity(0))
 pytestmark = [pytest.mark.loaded, pytest.mark.ray, pytest.mark.timeout(2400)]
 
 
 @pytest.fixture
 def load() -> Iterator[list[int]]:
-    """8 busy-looping processes (their own session each, killed by pid afterwards)."""
+    """``BUSY`` busy-looping processes (their own session each, killed by pid afterwards)."""
     procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"], start_new_session=True)
              for _ in range(BUSY)]
     try:
