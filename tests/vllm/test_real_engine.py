@@ -49,9 +49,10 @@ def _ledger(out: Path, name: str) -> Any:
 
 
 def test_sweep_commits_every_trajectory_with_vllms_own_token_counts(tier_ray, smollm2, tmp_path):
-    """direct + opticycle on 3 sample problems x 1 sample: every planned trajectory committed, none
-    ``error``, the ledger's per-call token counts exactly what vLLM answered; readiness answered a
-    1-token request before the first trajectory's call; the app and its engine gone at the end."""
+    """direct + opticycle on 3 sample problems x 1 sample, behind the prefix-aware router: every
+    planned trajectory committed, none ``error``, the ledger's per-call token counts exactly what
+    vLLM answered (prompt token details included); readiness answered a 1-token request before the
+    first trajectory's call; the app and its engine gone at the end."""
     from opteval.jobs.sweep import main as sweep
 
     _, serve_port = tier_ray
@@ -63,7 +64,10 @@ def test_sweep_commits_every_trajectory_with_vllms_own_token_counts(tier_ray, sm
                     f"limit_problems={PROBLEMS}", "samples.default=1", f"sampling.max_tokens={MAX_TOKENS}",
                     "method_budgets.opticycle.max_calls=2", "method_budgets.opticycle.max_turns=2",
                     f"sweep.name={name}", f"sweep.output_dir={tmp_path}", f"serving.http_port={port}",
-                    "tracking.enabled=false", "cluster.workers=2", "progress.interval_s=10"])
+                    "tracking.enabled=false", "cluster.workers=2", "progress.interval_s=10",
+                    # the prefix-aware router and its tree actor in front of a real engine (what the
+                    # GPU integration test, tests/serving/test_vllm_integration.py, checks on a GPU)
+                    "serving.prefix_cache_routing=true"])
     finally:
         proxy.stop()
     assert rc == 0, f"sweep exit {rc}"
@@ -82,6 +86,8 @@ def test_sweep_commits_every_trajectory_with_vllms_own_token_counts(tier_ray, sm
     assert len(traj) == len(calls) and ledger_usage == server_usage, (ledger_usage, server_usage)
     assert all(e.request["seed"] == 42 and e.request["max_tokens"] <= MAX_TOKENS for e in traj)
     assert sum(int(p or 0) for p, _, _ in server_usage.elements()) > 100 * len(traj)  # real prompts, real template
+    # enable_prompt_tokens_details took effect: vLLM reports the cached part of every prompt
+    assert all("prompt_tokens_details" in e.response["usage"] for e in traj), traj[0].response
     assert df["prompt_tokens"].sum() == sum(int(c["prompt_tokens"] or 0) for c in calls)
 
     # Readiness: a 1-token answer before the first trajectory's request, and none of those refused.
