@@ -272,7 +272,10 @@ def test_disk_full_on_a_real_small_tmpfs(tmp_path):
         assert again.read_table(columns=["key"]).num_rows == done
         again.close()
     finally:
-        subprocess.run(["umount", str(mnt)], capture_output=True)
+        # lazily when busy (a file the failed commit left open): a mount left behind fills the
+        # host's mount table and makes pytest's clean-up of old temp dirs warn on every later run
+        if subprocess.run(["umount", str(mnt)], capture_output=True).returncode != 0:
+            subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
 
 
 # -- re-running errors ------------------------------------------------------------------------
