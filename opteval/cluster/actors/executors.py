@@ -136,6 +136,15 @@ def start_executors(sweep: str, count: int, cpus: float, default_limits: Limits 
     ``pool_size``: children each executor's fork server keeps forked ahead of demand
     (``cluster.sandbox_pool``).
     """
+    handles, warming = launch_executors(sweep, count, cpus, default_limits, solvers, pool_size)
+    return executors_warmed(handles, ray.get(warming, timeout=300))
+
+
+def launch_executors(sweep: str, count: int, cpus: float, default_limits: Limits | None = None,
+                     solvers: tuple[str, ...] | None = None, pool_size: int = 2) -> tuple[list[Any], list[Any]]:
+    """The actors and their warm-up calls, not waited for: a sweep starts its harness workers
+    while the fork servers come up (each side is seconds of process start on a small machine).
+    Pass what the warm-up calls return to :func:`executors_warmed`."""
     handles = []
     for i in range(count):
         # Only where a node offers an executor slot (opteval.cluster.runtime.EXECUTOR_RESOURCE).
@@ -143,7 +152,11 @@ def start_executors(sweep: str, count: int, cpus: float, default_limits: Limits 
                 "get_if_exists": False}
         handles.append(ExecutorActor.options(**opts).remote(  # type: ignore[attr-defined]
             cpus, default_limits, solvers, pool_size))
-    infos = ray.get([h.warm.remote() for h in handles], timeout=300)
+    return handles, [h.warm.remote() for h in handles]
+
+
+def executors_warmed(handles: list[Any], infos: list[dict[str, Any]]) -> list[Any]:
+    """``handles``, once every warm-up answered; refused containment is a ConfigError (the actors killed)."""
     refused = [i["refused"] for i in infos if i.get("refused")]
     if refused:
         from opteval.sweepcore.config import ConfigError

@@ -173,10 +173,18 @@ def _finish(task: TrajectoryTask, traj: Trajectory, executor: RayExecutor, wall_
 def start_workers(sweep: str, count: int, concurrency: int, executor_names: list[str],
                   default_limits: Limits | None = None) -> list[Any]:
     """Named worker actors in the driver's namespace, each finding the executors by name."""
+    handles, pings = launch_workers(sweep, count, concurrency, executor_names, default_limits)
+    ray.get(pings, timeout=300)
+    return handles
+
+
+def launch_workers(sweep: str, count: int, concurrency: int, executor_names: list[str],
+                   default_limits: Limits | None = None) -> tuple[list[Any], list[Any]]:
+    """The worker actors and a ping each, not waited for. The executors they name need only have
+    been created (a named actor is registered when it is created), not warmed up."""
     handles = []
     for i in range(count):
         opts = {"name": worker_name(sweep, i), "max_concurrency": max(1, int(concurrency)) + 8}
         handles.append(HarnessWorker.options(**opts).remote(  # type: ignore[attr-defined]
             list(executor_names), default_limits))
-    ray.get([h.ping.remote() for h in handles], timeout=300)
-    return handles
+    return handles, [h.ping.remote() for h in handles]

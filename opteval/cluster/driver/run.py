@@ -135,19 +135,29 @@ def fit_ingress(cfg: SweepConfig, model_cfgs: Mapping[str, Mapping[str, Any]] | 
 
 
 def start_actors(prep: Prepared) -> tuple[list[Any], list[Any]]:
-    """Executor actors, then worker actors that hold their handles."""
+    """Executor actors and the worker actors that find them by name, started together: the
+    executors' fork servers warm up while the workers' processes start (each is seconds on a
+    small machine, and every sweep pays them before its first model is deployed)."""
     # the actor modules import Ray: not loaded by plan_only runs, which import this module
-    from opteval.cluster.actors.executors import executor_name, start_executors
-    from opteval.cluster.actors.workers import start_workers
+    import ray
+
+    from opteval.cluster.actors.executors import executor_name, executors_warmed, launch_executors
+    from opteval.cluster.actors.workers import launch_workers
 
     prep.cfg = fit_ingress(prep.cfg, prep.model_cfgs, node_resources())
     c, name, limits = prep.cfg.cluster, prep.cfg.sweep.name, prep.cfg.limits
     n = executor_count(prep.cfg, prep.model_cfgs)
-    execs = start_executors(name, n, c.executor_cpus, limits, prep.cfg.solvers, c.sandbox_pool)
+    execs, warming = launch_executors(name, n, c.executor_cpus, limits, prep.cfg.solvers, c.sandbox_pool)
+    names = [executor_name(name, i) for i in range(n)]
+    workers, pings = launch_workers(name, c.workers, c.worker_concurrency, names, limits)
+    try:
+        executors_warmed(execs, ray.get(warming, timeout=300))
+        ray.get(pings, timeout=300)
+    except BaseException:
+        stop_actors(workers + execs)  # a refused executor (ConfigError), a timeout, a signal
+        raise
     if prep.ledger is not None and not prep.ledger.read_only:
         prep.ledger.record_manifest_section("executors", executor_environment(execs[0]))
-    names = [executor_name(name, i) for i in range(n)]
-    workers = start_workers(name, c.workers, c.worker_concurrency, names, limits)
     return execs, workers
 
 
