@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import random
-import shutil
 import socket
 import subprocess
 import sys
@@ -19,6 +18,7 @@ import pytest
 
 from opteval.evalcore import audit as A
 from opteval.evalcore.problems import load_benchmark
+from tests.configs_with import write_configs
 
 REPO = Path(__file__).resolve().parents[2]
 SKILLS = {"sim-a": 0.8, "sim-b": 0.6, "sim-c": 0.4}
@@ -33,12 +33,10 @@ def _port() -> int:
 @pytest.fixture(scope="module")
 def multi(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("audit")
-    configs = root / "configs"
-    shutil.copytree(REPO / "opteval" / "configs", configs)
-    for name, p in SKILLS.items():
-        (configs / "models" / f"{name}.yaml").write_text(
-            f"name: {name}\nbackend: simulated\nfamily: simulated\nsize_b: null\n"
-            f"simulated:\n  p_correct: {p}\n  ttft_s: 0.0\n  tokens_per_s: 0\nsampling: {{}}\n")
+    configs = write_configs(root / "configs", {
+        f"models/{name}.yaml": f"name: {name}\nbackend: simulated\nfamily: simulated\nsize_b: null\n"
+                               f"simulated:\n  p_correct: {p}\n  ttft_s: 0.0\n  tokens_per_s: 0\nsampling: {{}}\n"
+        for name, p in SKILLS.items()})
     env = dict(os.environ, RAY_AUTH_MODE="disabled", RAY_USAGE_STATS_ENABLED="0", PYTHONPATH=str(REPO),
                OPTEVAL_CONFIGS=str(configs))
     done = subprocess.run(

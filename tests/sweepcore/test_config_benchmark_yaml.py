@@ -6,7 +6,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -23,12 +22,11 @@ ROWS = [{"id": f"mine-{i}", "question": f"Maximize {i + 2} x subject to x <= {i 
 
 
 @pytest.fixture
-def configs(tmp_path, monkeypatch):
-    """A copy of configs/ with a folder beside it for the user's data."""
-    shutil.copytree(REPO / "configs", tmp_path / "configs")
+def configs(tmp_path, configs_with):
+    """A copy of configs/ (``tmp_path/configs``) with a folder beside it for the user's data."""
+    assert configs_with() == tmp_path / "configs"
     (tmp_path / "mydata").mkdir()
     (tmp_path / "mydata" / "mine.jsonl").write_text("".join(json.dumps(r) + "\n" for r in ROWS))
-    monkeypatch.setenv("OPTEVAL_CONFIGS", str(tmp_path / "configs"))
     yield tmp_path
     P.REGISTRY.pop("mybench", None)  # the registration is process-wide: leave the registry as found
 
