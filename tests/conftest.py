@@ -130,6 +130,23 @@ def shared_demo(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture
+def fake_server():
+    """A started fake OpenAI-compatible server (tests/servers/openai_fake.py), stopped after the test."""
+    from tests.servers.openai_fake import FakeOpenAIServer
+
+    with FakeOpenAIServer() as server:
+        yield server
+
+
+@pytest.fixture
+def make_response():
+    """``chat_response(content, usage, **extra)``: a chat completion body for a scripted step."""
+    from tests.servers.openai_fake import chat_response
+
+    return chat_response
+
+
+@pytest.fixture
 def configs_with(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     """``configs_with(files)``: a copy of the repository's configs plus ``files`` (relative path ->
     YAML text or data; tests/configs_with.py), made ``$OPTEVAL_CONFIGS`` for this test; ``use=False``
