@@ -2,18 +2,17 @@
 from __future__ import annotations
 
 import importlib.util
-import os
 import subprocess
 import sys
 from pathlib import Path
 
+from tests.cli_runner import run
+
 REPO = Path(__file__).resolve().parents[2]
 
 
-def _run(args: list[str], configs: Path = REPO / "configs", **extra: str) -> subprocess.CompletedProcess:
-    env = dict(os.environ, OPTEVAL_CONFIGS=str(configs), EXT_KEY="sk-test", **extra)
-    return subprocess.run([sys.executable, str(REPO / "jobs" / "serve.py"), *args], cwd=REPO, env=env,
-                          capture_output=True, text=True, timeout=120)
+def _run(args: list[str], configs: Path = REPO / "configs", **extra: str) -> subprocess.CompletedProcess[str]:
+    return run("serve", *args, env={"OPTEVAL_CONFIGS": str(configs), "EXT_KEY": "sk-test", **extra}, timeout=120)
 
 
 def test_external_openai_endpoint_is_printed_without_ray(tmp_path):
