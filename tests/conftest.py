@@ -127,3 +127,40 @@ def shared_demo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from tests.demo_sweep import run_demo
 
     return run_demo(tmp_path_factory.mktemp("demo"))
+
+
+@pytest.fixture
+def fake_server():
+    """A started fake OpenAI-compatible server (tests/servers/openai_fake.py), stopped after the test."""
+    from tests.servers.openai_fake import FakeOpenAIServer
+
+    with FakeOpenAIServer() as server:
+        yield server
+
+
+@pytest.fixture
+def make_response():
+    """``chat_response(content, usage, **extra)``: a chat completion body for a scripted step."""
+    from tests.servers.openai_fake import chat_response
+
+    return chat_response
+
+
+@pytest.fixture
+def configs_with(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """``configs_with(files)``: a copy of the repository's configs plus ``files`` (relative path ->
+    YAML text or data; tests/configs_with.py), made ``$OPTEVAL_CONFIGS`` for this test; ``use=False``
+    only returns it (for a subprocess's env). The first is ``tmp_path/configs``, later ones
+    ``tmp_path/configs-2``, ..."""
+    from tests.configs_with import Files, write_configs
+
+    made: list[Path] = []
+
+    def make(files: Files | None = None, *, use: bool = True) -> Path:
+        dest = write_configs(tmp_path / ("configs" if not made else f"configs-{len(made) + 1}"), files)
+        made.append(dest)
+        if use:
+            monkeypatch.setenv("OPTEVAL_CONFIGS", str(dest))
+        return dest
+
+    return make

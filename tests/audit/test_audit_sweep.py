@@ -7,20 +7,17 @@ suspect. Then the keys of k = 5 problems are changed on purpose (5 draws): the c
 ``consensus`` flags (recall) and the flags among them (precision). docs/results.md has the figures."""
 from __future__ import annotations
 
-import os
 import random
-import shutil
 import socket
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from opteval.evalcore import audit as A
 from opteval.evalcore.problems import load_benchmark
+from tests.cli_runner import run
+from tests.configs_with import write_configs
 
-REPO = Path(__file__).resolve().parents[2]
 SKILLS = {"sim-a": 0.8, "sim-b": 0.6, "sim-c": 0.4}
 
 
@@ -33,19 +30,15 @@ def _port() -> int:
 @pytest.fixture(scope="module")
 def multi(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("audit")
-    configs = root / "configs"
-    shutil.copytree(REPO / "opteval" / "configs", configs)
-    for name, p in SKILLS.items():
-        (configs / "models" / f"{name}.yaml").write_text(
-            f"name: {name}\nbackend: simulated\nfamily: simulated\nsize_b: null\n"
-            f"simulated:\n  p_correct: {p}\n  ttft_s: 0.0\n  tokens_per_s: 0\nsampling: {{}}\n")
-    env = dict(os.environ, RAY_AUTH_MODE="disabled", RAY_USAGE_STATS_ENABLED="0", PYTHONPATH=str(REPO),
-               OPTEVAL_CONFIGS=str(configs))
-    done = subprocess.run(
-        [sys.executable, "-m", "opteval.jobs.cli", "sweep", "sweep.name=multi", f"sweep.output_dir={root}",
-         f"models=[{','.join(SKILLS)}]", "methods=[direct,opticycle]", "benchmarks=[sample]", "samples.default=3",
-         "cluster.workers=2", "cluster.executors=2", f"serving.http_port={_port()}", "tracking.enabled=false"],
-        cwd=str(root), env=env, capture_output=True, text=True, timeout=900)
+    configs = write_configs(root / "configs", {
+        f"models/{name}.yaml": f"name: {name}\nbackend: simulated\nfamily: simulated\nsize_b: null\n"
+                               f"simulated:\n  p_correct: {p}\n  ttft_s: 0.0\n  tokens_per_s: 0\nsampling: {{}}\n"
+        for name, p in SKILLS.items()})
+    env = {"RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0", "OPTEVAL_CONFIGS": str(configs)}
+    done = run("sweep", "sweep.name=multi", f"sweep.output_dir={root}", f"models=[{','.join(SKILLS)}]",
+               "methods=[direct,opticycle]", "benchmarks=[sample]", "samples.default=3", "cluster.workers=2",
+               "cluster.executors=2", f"serving.http_port={_port()}", "tracking.enabled=false",
+               env=env, cwd=root, timeout=900, form="cli")
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     return root
 

@@ -7,7 +7,6 @@ through ``cluster.address``; every test uses its own sweep name and output direc
 from __future__ import annotations
 
 import os
-import shutil
 import socket
 import subprocess
 import sys
@@ -15,6 +14,8 @@ import time
 from pathlib import Path
 
 import pytest
+
+from tests.configs_with import write_configs
 
 REPO = Path(__file__).resolve().parents[2]
 SWEEP = REPO / "jobs" / "sweep.py"
@@ -38,10 +39,7 @@ def free_port() -> int:
 @pytest.fixture(scope="session")
 def configs_dir(tmp_path_factory) -> Path:
     """The repo's configs plus ``sim-slow``; tests select it with ``$OPTEVAL_CONFIGS`` (monkeypatched)."""
-    d = tmp_path_factory.mktemp("configs") / "configs"
-    shutil.copytree(REPO / "configs", d)
-    (d / "models" / "sim-slow.yaml").write_text(SIM_SLOW)
-    return d
+    return write_configs(tmp_path_factory.mktemp("configs") / "configs", {"models/sim-slow.yaml": SIM_SLOW})
 
 
 SERVE_WARNING_S = 3  # the session cluster's RAY_SERVE_SLOW_STARTUP_WARNING_S (Ray's default: 30)

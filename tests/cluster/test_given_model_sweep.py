@@ -9,7 +9,7 @@ from opteval.cluster.driver import run_sweep
 from opteval.cluster.driver.prepare import prepare
 from opteval.sweepcore.config import load_config
 from opteval.sweepcore.ledger import ConfigChangedError, Ledger
-from tests.models.policy_server import PolicyServer
+from tests.servers.openai_fake import FakeOpenAIServer
 
 pytestmark = pytest.mark.ray
 
@@ -38,7 +38,7 @@ def _check_rows(h, tmp_path, name: str, records: list) -> None:
 
 def test_an_inline_model_runs_and_resumes(ray_cluster, h, tmp_path):
     _, port = ray_cluster
-    with PolicyServer() as server:
+    with FakeOpenAIServer(simulated=True) as server:
         assert run_sweep(load_config(_args(h, tmp_path, port, "inline", f"[{_model(server.base_url)}]"))) == 0
         first = list(server.records)
         _check_rows(h, tmp_path, "inline", first)
@@ -57,7 +57,7 @@ def test_an_inline_model_runs_and_resumes(ray_cluster, h, tmp_path):
 
 def test_a_model_yaml_outside_the_configs_runs(ray_cluster, h, tmp_path, monkeypatch):
     _, port = ray_cluster
-    with PolicyServer() as server:
+    with FakeOpenAIServer(simulated=True) as server:
         (tmp_path / "models").mkdir()
         (tmp_path / "models" / "mine.yaml").write_text(
             f"backend: openai\nopenai: {{base_url: '{server.base_url}', model_id: served-id, "

@@ -7,14 +7,14 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 
 import pytest
 
 from opteval.cluster.driver import run_sweep
 from opteval.sweepcore.config import load_config
 from opteval.sweepcore.ledger import Ledger
-from tests.models.policy_server import PolicyServer
+from tests.configs_with import shipped
+from tests.servers.openai_fake import FakeOpenAIServer
 
 pytestmark = pytest.mark.ray
 
@@ -37,22 +37,19 @@ def _kill_first_cell(question: str):
     return override
 
 
-def test_sweep_over_a_recording_openai_endpoint(ray_cluster, h, tmp_path, monkeypatch):
+def test_sweep_over_a_recording_openai_endpoint(ray_cluster, h, tmp_path, configs_with):
     from opteval.evalcore.problems import load_benchmark
 
     _, port = ray_cluster
     specs, _ = load_benchmark("sample")
     first = specs[0]
-    configs = tmp_path / "configs"
-    shutil.copytree(h.repo / "configs", configs)
-    with PolicyServer(override=_kill_first_cell(first.question)) as server:
-        (configs / "models" / "rec.yaml").write_text(
-            "name: rec\nbackend: openai\nfamily: recorded\nsize_b: null\n"
-            f"openai: {{base_url: '{server.base_url}', model_id: rec-model, api_key_env: OPTEVAL_TEST_NO_KEY}}\n"
-            "sampling: {}\n")
-        opti = configs / "methods" / "optistate.yaml"
-        opti.write_text(opti.read_text() + "stages: {formulate: {extra_body: " + json.dumps(NO_THINK) + "}}\n")
-        monkeypatch.setenv("OPTEVAL_CONFIGS", str(configs))
+    with FakeOpenAIServer(override=_kill_first_cell(first.question), simulated=True) as server:
+        configs_with({
+            "models/rec.yaml": "name: rec\nbackend: openai\nfamily: recorded\nsize_b: null\n"
+                               f"openai: {{base_url: '{server.base_url}', model_id: rec-model, "
+                               "api_key_env: OPTEVAL_TEST_NO_KEY}\nsampling: {}\n",
+            "methods/optistate.yaml": shipped("methods/optistate.yaml")
+                                      + "stages: {formulate: {extra_body: " + json.dumps(NO_THINK) + "}}\n"})
         cfg = load_config(h.sweep_args(tmp_path, "http", port, "limits.wall_s=5", "limits.cpu_s=5",
                                        "tracking.enabled=false", models="[rec]", limit=1, samples=2))
         assert run_sweep(cfg) == 0

@@ -13,12 +13,12 @@ import signal
 import pytest
 
 from opteval.jobs.sweep import main as sweep_main
-from tests.servers.misbehaving import MisbehavingServer
+from tests.servers.openai_fake import FakeOpenAIServer
 
 pytestmark = pytest.mark.ray
 
 
-def _model(name: str, server: MisbehavingServer, sampling: str = "{}") -> str:
+def _model(name: str, server: FakeOpenAIServer, sampling: str = "{}") -> str:
     return (f"[{{name: {name}, backend: openai, family: test, openai: {{base_url: '{server.base_url}', "
             f"model_id: {server.model_id}, api_key_env: OPTEVAL_TEST_NO_KEY, max_retries: 0, backoff_s: 0.01}}, "
             f"sampling: {sampling}}}]")
@@ -51,7 +51,7 @@ def _config_lines(err: str) -> list[str]:
 def test_a_refused_request_shape_stops_before_dispatch(ray_cluster, h, tmp_path, capsys, reported):
     _, port = ray_cluster
     name = f"refuse-{reported}"
-    with MisbehavingServer(max_model_len=4096, report_max_model_len=reported) as server:
+    with FakeOpenAIServer(max_model_len=4096, report_max_model_len=reported) as server:
         code = sweep_main(_args(h, tmp_path, port, name, _model(f"rej{int(reported)}", server)))
         chats = server.chats
     out, err = capsys.readouterr()
@@ -70,7 +70,7 @@ def test_a_refused_request_shape_stops_before_dispatch(ray_cluster, h, tmp_path,
 
 def test_a_server_that_dies_mid_sweep_gives_error_rows_and_exit_4(ray_cluster, h, tmp_path, capsys):
     _, port = ray_cluster
-    with MisbehavingServer(die_after=3) as server:  # the preflight and two calls, then gone
+    with FakeOpenAIServer(die_after=3) as server:  # the preflight and two calls, then gone
         code = sweep_main(_args(h, tmp_path, port, "dies", _model("dies", server), limit=5))
     out, err = capsys.readouterr()
     df = h.ledger_frame(tmp_path, "dies")
@@ -83,7 +83,7 @@ def test_a_server_that_dies_mid_sweep_gives_error_rows_and_exit_4(ray_cluster, h
 
 def test_truncated_calls_per_cell_and_the_command_line_max_tokens_reach_the_server(ray_cluster, h, tmp_path, capsys):
     _, port = ray_cluster
-    with MisbehavingServer(max_model_len=4096, finish_reason="length") as server:
+    with FakeOpenAIServer(max_model_len=4096, finish_reason="length") as server:
         args = _args(h, tmp_path, port, "trunc", _model("trunc", server, "{max_tokens: 512}"),
                      "sampling.max_tokens=128", limit=3, tracking=True)
         code = sweep_main(args)
@@ -121,7 +121,7 @@ def test_truncated_calls_per_cell_and_the_command_line_max_tokens_reach_the_serv
 def test_the_same_400_on_every_call_stops_the_models_dispatch(ray_cluster, h, tmp_path, capsys):
     _, port = ray_cluster
     text = "CPU Generator does not use offset"
-    with MisbehavingServer(reject_after=1, reject_text=text) as server:  # the preflight passes, then every call 400s
+    with FakeOpenAIServer(reject_after=1, reject_text=text) as server:  # the preflight passes, then every call 400s
         code = sweep_main(_args(h, tmp_path, port, "streak", _model("streak", server), "sweep.reject_streak=3",
                                 "cluster.max_in_flight_per_model=1", limit=8))
     out, err = capsys.readouterr()
@@ -136,7 +136,7 @@ def test_an_abandoned_trajectory_closes_its_request(ray_cluster, h, tmp_path, ca
     """A trajectory past its timeout is cancelled on the worker: its HTTP request is closed, and
     the server (as vLLM does) sees the client go and stops generating."""
     _, port = ray_cluster
-    with MisbehavingServer(slow_s=120, slow_after=1) as server:
+    with FakeOpenAIServer(slow_s=120, slow_after=1) as server:
         code = sweep_main(_args(h, tmp_path, port, "abandon", _model("abandon", server),
                                 "cluster.trajectory_timeout_s=4", limit=1))
         h.wait_for(lambda: server.open == 0, 30, "the server to see the abandoned request closed")
@@ -149,7 +149,7 @@ def test_an_abandoned_trajectory_closes_its_request(ray_cluster, h, tmp_path, ca
 
 def test_a_second_ctrl_c_leaves_no_request_generating(ray_cluster, h, tmp_path):
     address, port = ray_cluster
-    with MisbehavingServer(slow_s=300, slow_after=1) as server:
+    with FakeOpenAIServer(slow_s=300, slow_after=1) as server:
         log = tmp_path / "ctrlc.log"
         args = _args(h, tmp_path, port, "ctrlc", _model("ctrlc", server), limit=3)
         proc = h.spawn_sweep(args, address, log)
@@ -176,8 +176,8 @@ def _garbled(n: int) -> bool:
 def test_a_server_garbling_30_percent_of_replies_costs_no_trajectory_retry(ray_cluster, h, tmp_path, capsys):
     _, port = ray_cluster
     model = ("[{name: garbled, backend: openai, family: test, openai: {base_url: '{url}', "
-             "model_id: misbehaving, api_key_env: OPTEVAL_TEST_NO_KEY, max_retries: 4, backoff_s: 0.01}}]")
-    with MisbehavingServer(garble=_garbled) as server:
+             "model_id: fake-model, api_key_env: OPTEVAL_TEST_NO_KEY, max_retries: 4, backoff_s: 0.01}}]")
+    with FakeOpenAIServer(garble=_garbled) as server:
         args = h.sweep_args(tmp_path, "garbled", port, "tracking.enabled=false", "cluster.retries=2",
                             models=model.replace("{url}", server.base_url), methods="[direct,opticycle]",
                             limit=4, samples=1)

@@ -59,28 +59,26 @@ def _recording() -> dict[tuple[str, int], tuple[str, str, bool]]:
 
 
 @pytest.fixture()
-def replay_configs(tmp_path, monkeypatch) -> tuple[Path, dict]:
-    """A copy of configs/ with ``models/replay-test.yaml`` pointing at a fresh recording."""
-    configs = tmp_path / "configs"
-    shutil.copytree(Path(__file__).resolve().parents[2] / "configs", configs)
+def replay_model(tmp_path) -> tuple[Path, dict]:
+    """A model YAML ``replay-test.yaml`` (given to the sweep by its path) pointing at a fresh recording."""
     rec = _recording()
     path = tmp_path / "recorded.jsonl"
     with path.open("w") as fh:
         for (pid, sample), (text, _, _) in rec.items():
             fh.write(json.dumps({"id": pid, "sample": sample, "call": 0, "completion": text}) + "\n")
-    (configs / "models" / f"{MODEL}.yaml").write_text(
+    model = tmp_path / f"{MODEL}.yaml"
+    model.write_text(
         f"name: {MODEL}\nbackend: replay\nfamily: replay\nsize_b: null\nreplay: {{path: {json.dumps(str(path))}}}\n"
         "sampling: {}\n")
-    monkeypatch.setenv("OPTEVAL_CONFIGS", str(configs))
-    return configs, rec
+    return model, rec
 
 
-def test_replay_sweep_reproduces_the_recorded_outcomes(ray_cluster, h, tmp_path, replay_configs, capsys):
+def test_replay_sweep_reproduces_the_recorded_outcomes(ray_cluster, h, tmp_path, replay_model, capsys):
     _, port = ray_cluster
-    _, rec = replay_configs
+    model, rec = replay_model
     name = "replay"
     cfg = load_config(h.sweep_args(tmp_path, name, port, "tracking.enabled=false", "cluster.retries=1",
-                                   models=f"[{MODEL}]", methods="[direct]", limit=4, samples=2))
+                                   models=f"[{model}]", methods="[direct]", limit=4, samples=2))
     start = time.monotonic()
     assert run_sweep(cfg) == 4  # the problem the recording lacks leaves status=error rows
     wall = time.monotonic() - start

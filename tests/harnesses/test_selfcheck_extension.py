@@ -6,7 +6,6 @@ is metered by the trajectory's own meter (the token budget keeps counting)."""
 from __future__ import annotations
 
 import asyncio
-import shutil
 import sys
 from pathlib import Path
 
@@ -19,19 +18,15 @@ from opteval.sweepcore import config as C
 from opteval.sweepcore.config import load_config
 from tests.harnesses.scripted import ScriptedModel, program
 
-REPO = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).parent
 PROBLEM = ProblemSpec("sample", "p-1", "Maximize 3x with x <= 4 and x >= 0. Report the optimal objective.")
 
 
 @pytest.fixture
-def selfcheck_method(tmp_path, monkeypatch):
-    """configs/ with the harness's one method YAML added (nothing else in the repository edited)."""
-    shutil.copytree(REPO / "configs", tmp_path / "configs")
-    shutil.copy(HERE / "selfcheck.yaml", tmp_path / "configs" / "methods" / "selfcheck.yaml")
-    monkeypatch.setenv("OPTEVAL_CONFIGS", str(tmp_path / "configs"))
+def selfcheck_method():
+    """The harness's one method YAML, given by its path (nothing in the repository edited)."""
     sys.modules.pop("tests.harnesses.selfcheck", None)  # registered by the lookup below, not by us
-    return load_config(["methods=[selfcheck]"])
+    return load_config([f"methods=[{HERE / 'selfcheck.yaml'}]"])
 
 
 def _run(cfg, model, executor):

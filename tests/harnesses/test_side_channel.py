@@ -12,7 +12,7 @@ from opteval.evalcore.models import CallMeta, OpenAIChatModel, Sampling
 from opteval.evalcore.models.openai_backend import HARNESS_HEADER, STAGE_HEADER
 from opteval.evalcore.registry import UnknownNameError
 from opteval.evalcore.sim.policy import STAGE_HANDLERS, SimulatedModel, register_stage, stage_handler
-from tests.models.conftest import FakeOpenAIServer, chat_response
+from tests.servers.openai_fake import FakeOpenAIServer, chat_response
 
 # Any bracketed tag a test tool could leave in a prompt: [harness:x], [step:x], [stage:x], [sim:...]
 MARKER = re.compile(r"\[(harness|step|stage|sim|test)\s*:[^\]]*\]", re.I)

@@ -9,7 +9,7 @@ from opteval.evalcore.harnesses import Budgets, HarnessContext, get_harness
 from opteval.evalcore.harnesses._common import stage_sampling
 from opteval.evalcore.models import CallMeta, OpenAIChatModel, Sampling
 from opteval.evalcore.sim.policy import SimulatedModel
-from tests.models.conftest import FakeOpenAIServer, chat_response
+from tests.servers.openai_fake import FakeOpenAIServer, chat_response
 
 NO_THINK = {"extra_body": {"chat_template_kwargs": {"enable_thinking": False}}}
 
@@ -49,15 +49,10 @@ def test_optistate_formulate_stage_is_sent_without_thinking_over_http(sample, lo
     assert [h["x-opteval-stage"] for h in server.headers] == ["formulate", "act"]
 
 
-def test_method_config_stages_are_validated(tmp_path, monkeypatch):
-    import shutil
-
+def test_method_config_stages_are_validated(configs_with):
     from opteval.sweepcore import config as cconf
 
-    root = tmp_path / "configs"
-    shutil.copytree(cconf.configs_dir(), root)
-    (root / "methods" / "bad.yaml").write_text(
-        "name: bad\nharness: optistate\nextraction: submit\nstages:\n  formulate:\n    temprature: 0\n")
-    monkeypatch.setenv(cconf.CONFIGS_ENV, str(root))
+    configs_with({"methods/bad.yaml":
+                  "name: bad\nharness: optistate\nextraction: submit\nstages:\n  formulate:\n    temprature: 0\n"})
     with pytest.raises(cconf.ConfigError, match=r"stages\.formulate\.temprature .*bad\.yaml.*unknown request field"):
         cconf.method_config("bad")

@@ -1,4 +1,4 @@
-"""Error classes of OpenAIChatModel against a real local HTTP server (tests/models/conftest.py).
+"""Error classes of OpenAIChatModel against a real local HTTP server (tests/servers/openai_fake.py).
 
 A 4xx that refuses the request (context overflow, invalid field) is the model's failure for
 that call: the harness sees an empty completion marked ``rejected``, nothing is retried, the
@@ -103,7 +103,7 @@ def test_a_refusing_route_is_waited_for_without_spending_an_attempt(make_respons
     """Issue 42: a call to a Serve route of this cluster (route_wait_s > 0) that meets a refused
     connection (its proxy died and is being replaced) waits for the route to come back; the
     refusal costs no attempt, so even max_retries=0 ends with the answer."""
-    from tests.models.conftest import FakeOpenAIServer
+    from tests.servers.openai_fake import FakeOpenAIServer
 
     port = _free_port()
     started: list[FakeOpenAIServer] = []

@@ -4,7 +4,6 @@ from __future__ import annotations
 import json
 import random
 import subprocess
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -14,8 +13,8 @@ from opteval.evalcore.data import load_sample_rows, reference_program
 from opteval.evalcore.grading import grade
 from opteval.evalcore.mutation import MUTATION_OPS, apply_operator
 from opteval.evalcore.sandbox import run_program
+from tests.cli_runner import run
 
-REPO = Path(__file__).resolve().parents[2]
 IDS = ("sample-0001", "sample-0002")  # a continuous LP and an integer program of the sample benchmark
 
 
@@ -27,9 +26,8 @@ def _programs_file(tmp_path: Path, extra: Sequence[str] = ()) -> Path:
     return path
 
 
-def _run(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(REPO / "jobs" / "mutants.py"), *args], capture_output=True,
-                          text=True, timeout=300, cwd=REPO)
+def _run(*args: str) -> subprocess.CompletedProcess[str]:
+    return run("mutants", *args, timeout=300)
 
 
 def test_apply_operator_is_one_named_operator_or_none():

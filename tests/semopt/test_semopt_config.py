@@ -1,15 +1,11 @@
 """configs/methods/semopt*.yaml load through opteval.sweepcore.config, and bad params fail at load."""
 from __future__ import annotations
 
-import shutil
-from pathlib import Path
-
 import pytest
 
 from opteval.evalcore.harnesses.semopt import SemOptParams
 from opteval.sweepcore import config as cconf
-
-REPO = Path(__file__).resolve().parents[2]
+from tests.configs_with import shipped
 
 
 @pytest.mark.parametrize("name, gate, kind", [("semopt", True, "llm"), ("semopt_nogate", False, "llm"),
@@ -21,12 +17,9 @@ def test_shipped_semopt_methods_load_with_the_paper_values(name, gate, kind):
     assert cconf.method_config(name).harness == "semopt"
 
 
-def test_a_bad_param_fails_at_load_naming_key_and_file(tmp_path, monkeypatch):
-    d = tmp_path / "configs"
-    shutil.copytree(REPO / "configs", d)
-    text = (d / "methods" / "semopt.yaml").read_text().replace("  tau: 0.6 ", "  tau: 6.0 ")
-    (d / "methods" / "semopt_bad.yaml").write_text(text.replace("name: semopt\n", "name: semopt_bad\n"))
-    monkeypatch.setenv("OPTEVAL_CONFIGS", str(d))
+def test_a_bad_param_fails_at_load_naming_key_and_file(configs_with):
+    text = shipped("methods/semopt.yaml").replace("  tau: 0.6 ", "  tau: 6.0 ")
+    configs_with({"methods/semopt_bad.yaml": text.replace("name: semopt\n", "name: semopt_bad\n")})
     with pytest.raises(cconf.ConfigError) as err:
         cconf.method_config("semopt_bad")
     assert "params.tau must be a number in [0, 1]" in str(err.value) and "semopt_bad.yaml" in str(err.value)

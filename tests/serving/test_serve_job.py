@@ -2,33 +2,24 @@
 from __future__ import annotations
 
 import importlib.util
-import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+from tests.cli_runner import run
+
 REPO = Path(__file__).resolve().parents[2]
 
 
-def _configs_with(tmp_path: Path, name: str, text: str) -> Path:
-    dst = tmp_path / "configs"
-    shutil.copytree(REPO / "configs", dst)
-    (dst / "models" / f"{name}.yaml").write_text(text)
-    return dst
-
-
-def _run(args: list[str], configs: Path, **extra: str) -> subprocess.CompletedProcess:
-    env = dict(os.environ, OPTEVAL_CONFIGS=str(configs), EXT_KEY="sk-test", **extra)
-    return subprocess.run([sys.executable, str(REPO / "jobs" / "serve.py"), *args], cwd=REPO, env=env,
-                          capture_output=True, text=True, timeout=120)
+def _run(args: list[str], configs: Path = REPO / "configs", **extra: str) -> subprocess.CompletedProcess[str]:
+    return run("serve", *args, env={"OPTEVAL_CONFIGS": str(configs), "EXT_KEY": "sk-test", **extra}, timeout=120)
 
 
 def test_external_openai_endpoint_is_printed_without_ray(tmp_path):
-    configs = _configs_with(tmp_path, "ext-vllm", (
-        "name: ext-vllm\nbackend: openai\nfamily: Qwen3\nsize_b: 4\n"
-        "openai: {base_url: 'http://gpu-box:8000/v1', model_id: Qwen/Qwen3-4B, api_key_env: EXT_KEY}\n"))
-    out = _run(["models=[ext-vllm]", "hold=false"], configs)
+    model = tmp_path / "ext-vllm.yaml"  # a model YAML anywhere, given by its path
+    model.write_text("name: ext-vllm\nbackend: openai\nfamily: Qwen3\nsize_b: 4\n"
+                     "openai: {base_url: 'http://gpu-box:8000/v1', model_id: Qwen/Qwen3-4B, api_key_env: EXT_KEY}\n")
+    out = _run([f"models=[{model}]", "hold=false"])
     assert out.returncode == 0, out.stderr[-2000:]
     assert "ext-vllm: base_url=http://gpu-box:8000/v1 model=Qwen/Qwen3-4B  api key: $EXT_KEY" in out.stdout
     assert "Started a local Ray instance" not in out.stderr  # external URLs need no Ray

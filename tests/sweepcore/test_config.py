@@ -1,7 +1,6 @@
 """Config loading: defaults, positional file, dotlist; errors name the key path."""
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
@@ -99,11 +98,10 @@ def test_bad_key_in_positional_file_names_file(tmp_path):
     assert "budgets.max_turnz" in str(err.value) and str(f) in str(err.value)
 
 
-def test_model_yaml_unknown_key_names_file(tmp_path, monkeypatch):
-    shutil.copytree(REPO / "configs", tmp_path / "configs")
-    bad = tmp_path / "configs" / "models" / "sim-bad.yaml"
-    bad.write_text("name: sim-bad\nbackend: simulated\nsimulated: {p_correct: 0.5}\nfamly: x\n")
-    monkeypatch.setenv("OPTEVAL_CONFIGS", str(tmp_path / "configs"))
+def test_model_yaml_unknown_key_names_file(configs_with):
+    configs = configs_with({"models/sim-bad.yaml": "name: sim-bad\nbackend: simulated\nsimulated: {p_correct: 0.5}\n"
+                                                   "famly: x\n"})
+    bad = configs / "models" / "sim-bad.yaml"
     with pytest.raises(ConfigError) as err:
         load_config(["models=[sim-bad]"])
     assert "famly" in str(err.value) and "sim-bad.yaml" in str(err.value)
@@ -146,13 +144,9 @@ def test_backend_config_builds_a_simulated_model():
     assert make_model(bc).name == "sim-fast"
 
 
-def test_effective_sampling_and_budgets_apply_overrides(tmp_path, monkeypatch):
-    shutil.copytree(REPO / "configs", tmp_path / "configs")
-    (tmp_path / "configs" / "methods" / "tight.yaml").write_text(
-        "name: tight\nharness: direct\nextraction: submit\nbudgets: {max_calls: 3}\n")
-    (tmp_path / "configs" / "models" / "sim-hot.yaml").write_text(
-        "name: sim-hot\nbackend: simulated\nsampling: {temperature: 1.0}\n")
-    monkeypatch.setenv("OPTEVAL_CONFIGS", str(tmp_path / "configs"))
+def test_effective_sampling_and_budgets_apply_overrides(configs_with):
+    configs_with({"methods/tight.yaml": "name: tight\nharness: direct\nextraction: submit\nbudgets: {max_calls: 3}\n",
+                  "models/sim-hot.yaml": "name: sim-hot\nbackend: simulated\nsampling: {temperature: 1.0}\n"})
     cfg = load_config(["models=[sim-hot]", "methods=[tight]"])
     assert C.effective_sampling(cfg, "sim-hot").temperature == 1.0
     assert C.effective_sampling(cfg, "sim-hot").top_p == 0.95
@@ -162,18 +156,16 @@ def test_effective_sampling_and_budgets_apply_overrides(tmp_path, monkeypatch):
     assert C.effective_budgets(cfg, "tight").max_output_tokens == cfg.budgets.max_output_tokens
 
 
-def test_precedence_command_line_over_model_yaml_over_sweep_yaml(tmp_path, monkeypatch):
+def test_precedence_command_line_over_model_yaml_over_sweep_yaml(tmp_path):
     """command line > model/method YAML > sweep YAML > defaults; each overridden value is said once."""
-    shutil.copytree(REPO / "configs", tmp_path / "configs")
-    (tmp_path / "configs" / "models" / "sim-512.yaml").write_text(
-        "name: sim-512\nbackend: simulated\nsampling: {max_tokens: 512, temperature: 0.9}\n")
+    model = tmp_path / "sim-512.yaml"  # a model YAML given by its path
+    model.write_text("name: sim-512\nbackend: simulated\nsampling: {max_tokens: 512, temperature: 0.9}\n")
     sweep_yaml = tmp_path / "s.yaml"
     sweep_yaml.write_text("sampling: {max_tokens: 256, temperature: 0.1, top_p: 0.5}\n")
-    monkeypatch.setenv("OPTEVAL_CONFIGS", str(tmp_path / "configs"))
-    from_yaml = load_config([str(sweep_yaml), "models=[sim-512]"])
+    from_yaml = load_config([str(sweep_yaml), f"models=[{model}]"])
     s = C.effective_sampling(from_yaml, "sim-512")
     assert (s.max_tokens, s.temperature, s.top_p) == (512, 0.9, 0.5)  # model YAML > sweep YAML > defaults
-    cli = load_config([str(sweep_yaml), "models=[sim-512]", "sampling.max_tokens=128"])
+    cli = load_config([str(sweep_yaml), f"models=[{model}]", "sampling.max_tokens=128"])
     assert cli.command_line == ("sampling.max_tokens",)
     s = C.effective_sampling(cli, "sim-512")
     assert (s.max_tokens, s.temperature) == (128, 0.9)  # the command line wins over the model YAML

@@ -5,10 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -16,19 +13,18 @@ import pytest
 from opteval.evalcore import problems as P
 from opteval.sweepcore import config as C
 from opteval.sweepcore.config import ConfigError, load_config
+from tests.cli_runner import run
 
-REPO = Path(__file__).resolve().parents[2]
 ROWS = [{"id": f"mine-{i}", "question": f"Maximize {i + 2} x subject to x <= {i + 1} and x >= 0.",
          "answer": (i + 2) * (i + 1)} for i in range(5)]
 
 
 @pytest.fixture
-def configs(tmp_path, monkeypatch):
-    """A copy of configs/ with a folder beside it for the user's data."""
-    shutil.copytree(REPO / "configs", tmp_path / "configs")
+def configs(tmp_path, configs_with):
+    """A copy of configs/ (``tmp_path/configs``) with a folder beside it for the user's data."""
+    assert configs_with() == tmp_path / "configs"
     (tmp_path / "mydata").mkdir()
     (tmp_path / "mydata" / "mine.jsonl").write_text("".join(json.dumps(r) + "\n" for r in ROWS))
-    monkeypatch.setenv("OPTEVAL_CONFIGS", str(tmp_path / "configs"))
     yield tmp_path
     P.REGISTRY.pop("mybench", None)  # the registration is process-wide: leave the registry as found
 
@@ -40,10 +36,8 @@ def _yaml(root: Path, body: str) -> Path:
 
 
 def _plan_only(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, OPTEVAL_CONFIGS=str(root / "configs"), PYTHONPATH=str(REPO))
-    return subprocess.run([sys.executable, str(REPO / "jobs" / "sweep.py"), "benchmarks=[mybench]", "plan_only=true",
-                           f"sweep.output_dir={root / 'out'}", "methods=[direct]", *args],
-                          cwd=root, env=env, capture_output=True, text=True, timeout=300)
+    return run("sweep", "benchmarks=[mybench]", "plan_only=true", f"sweep.output_dir={root / 'out'}",
+               "methods=[direct]", *args, env={"OPTEVAL_CONFIGS": str(root / "configs")}, cwd=root, timeout=300)
 
 
 def test_plan_only_counts_a_yaml_benchmark_with_a_relative_path(configs):
