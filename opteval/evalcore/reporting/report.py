@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from opteval.evalcore.finish_reasons import COLUMNS as FINISH_COLUMNS
 from opteval.evalcore.grading import DEFAULT_PROFILE, get_profile
@@ -45,6 +46,10 @@ SIM_BANNER = ("**SIMULATED**: rows marked (simulated) come from the simulated po
 FIG2_A, FIG2_B = "optistate", "opticycle"  # Figure 2-left: A - B
 SEMOPT_PROFILE = "semopt"  # opteval.evalcore.grading: SemOPT's |a-b| < 1e-6
 MISSING_SHOWN = 20  # rows of the missing-scores list in report.md / stdout; tables/missing.csv has all
+# report.md's prose and layout (Jinja2, like the viewer); Markdown, so nothing is escaped
+_REPORT_TEMPLATE = Environment(loader=FileSystemLoader(Path(__file__).with_name("templates")), autoescape=False,
+                               trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True,
+                               undefined=StrictUndefined).get_template("report.md.j2")
 
 
 @dataclass
@@ -84,101 +89,47 @@ class Report:
 
     # -- rendering ---------------------------------------------------------------------------
     def markdown(self, plot_paths: Sequence[Path] = (), root: Path | None = None) -> str:
-        """The whole report as Markdown (plots linked relative to ``root``)."""
-        out = [f"# Results (grading profile `{self.profile}`)", "", grading_statement(self.profile), ""]
-        if self.simulated:
-            out += [SIM_BANNER, ""]
+        """The whole report as Markdown (plots linked relative to ``root``): the prose is
+        ``templates/report.md.j2``; the tables come rendered from here."""
         ci = self.interval
-        out += [f"## Main table: avg@k (%) [{round(100 * ci.confidence)}% interval]", "",
-                "**best** and <u>second best</u> per backbone; † = missing scores counted as failures "
-                f"(listed below). Intervals: {ci.caption()}. A benchmark cell resamples that benchmark's "
-                "problems, each with all its samples; Macro resamples every benchmark's problems "
-                "independently and averages the benchmark rates. The same numbers are in `summary.json`.",
-                "", to_markdown(self.main_table), ""]
-        out += ["## Missing scores", ""]
-        if len(self.missing):
-            shown = self.missing[["key", "reason"]].head(MISSING_SHOWN)
-            out += [f"{len(self.missing)} planned trajectories have no score (counted as wrong)"
-                    + (f"; the first {len(shown)} (all of them: tables/missing.csv):" if len(self.missing) > len(shown)
-                       else ":"), "", frame_markdown(shown), ""]
-            if len(self.missing) > len(shown):
-                reasons = self.missing["reason"].fillna("?").astype(str).str.split(":").str[0].value_counts()
-                out += ["By reason: " + "; ".join(f"{r} ({n})" for r, n in reasons.head(10).items()), ""]
-        else:
-            out += ["None: every planned trajectory has a score.", ""]
-        out += [f"- {n}" for n in self.notes] + ([""] if self.notes else [])
-        out += ["## Tokens per trajectory (input + output)", "",
-                "Mean within each benchmark, then the unweighted mean of benchmark means (paper A.1). "
-                "`cached:` columns: prompt tokens the server reported as cached. `tokens_missing`: "
-                "trajectories without recorded counts, left out of the means.", "",
-                frame_markdown(_label_sim(self.tokens), floatfmt="{:.0f}"), ""]
-        out += ["## Calls and tokens per trajectory, beside the paper's figures", "", costs.CAPTION, "",
-                costs.cost_markdown(self.costs), ""]
-        out += ["## Execution and failures", "",
-                "exec_rate: share of planned trajectories whose code ran and submitted a valid result. "
-                "syntactic: the code failed, or it said infeasible where the answer is a number; "
-                "semantic: it ran and submitted a wrong answer; missing: not run or infrastructure error.", "",
-                frame_markdown(self.failures, pct_cols=("exec_rate",)), ""]
-        out += ["## Repair (multi-turn methods)", "",
-                "Trajectories whose first execution failed, and how many still ended correct.", "",
-                frame_markdown(self.repair, pct_cols=("repair_rate",)), ""]
-        out += ["## Sampling: pass@k and maj@k (%)", "", "— = undefined (a problem has fewer than k samples).", "",
-                frame_markdown(_curves_wide(self.curves), pct_cols=tuple(c for c in _curves_wide(self.curves).columns
-                                                                      if "@" in str(c))), ""]
-        out += ["## Selection over all n samples (%)", "",
-                "avg = avg@k; pass@n; maj@n = majority vote clustering answers that grade equal under the "
-                "profile (numbers and statuses vote, ties to the earliest); orr1@n = OR-R1's released vote "
-                "(SCUTE-ZZ/OR-R1@baea665: each number votes as int(float(x)), infeasible/unbounded/none "
-                "never vote, a winner needs at least two votes, so one sample per problem never has one); "
-                "isc@n = SIRL instance-enhanced self-consistency "
-                "(objective, sense, binary and integer counts); isc_unscored = submitted samples with no "
-                "captured solver model (no structural evidence: only their objective counts).", "",
-                frame_markdown(self.selection, pct_cols=tuple(c for c in self.selection.columns if ":" in c
-                                                               and c.split(":")[0] in PCT_SELECTION)), ""]
-        out += ["## Difficulty (from three Direct samples: all / some / none right)", ""]
-        if len(self.difficulty):
-            d = self.difficulty[self.difficulty["benchmark"] == "all"]
-            out += [frame_markdown(d, pct_cols=("acc",)), ""]
-        else:
-            out += ["_(no Direct samples: difficulty not computed)_", ""]
-        if len(self.paired):
-            a, b = self.paired["method_a"].iloc[0], self.paired["method_b"].iloc[0]
-            tests = sorted(set(self.paired["test"]))
-            out += [f"## Paired comparison: {a} vs {b}", "",
-                    f"Paired by problem (never by sample). net gain = acc(A) - acc(B) with a "
-                    f"{round(100 * self.paired_confidence)}% interval; `n` = problems, `a_only`/`b_only` = problems "
-                    "where A/B does better. `all` pools the problems of every benchmark; `Macro` is the "
-                    "difference of the macros. Tests used: " + "; ".join(f"`{t}`" for t in tests) + ". "
-                    "One sample per problem: exact McNemar on the discordant problems and SemOPT's "
-                    "conditional exact interval; k > 1: paired cluster bootstrap over problems "
-                    f"({self.interval.caption().split(' (')[1].rstrip(')')}) and a sign-flip permutation p-value.", "",
-                    frame_markdown(self.paired.drop(columns=["method_a", "method_b"]),
-                                   pct_cols=("acc_a", "acc_b", "net_gain", "low", "high"), floatfmt="{:.4g}"), ""]
-        out += ["## Paper tables and figures", "",
-                "Table 1 in the paper's layout (methods in the paper's order as rows, the nine benchmarks "
-                "as columns, Macro, tokens per trajectory in thousands): `tables/table1.md`.", ""]
-        if len(self.fig2):
-            out += [f"Figure 2 (left): {FIG2_A} - {FIG2_B} accuracy per benchmark, paired by problem, with "
-                    f"{round(100 * self.interval.confidence)}% paired intervals: `plots/fig2_left_<model>.png`, "
-                    "numbers in `tables/fig2_left.csv`.", ""]
-        else:
-            out += [f"Figure 2 (left) not drawn: it needs both {FIG2_A} and {FIG2_B} in the sweep "
-                    f"(present: {', '.join(self.methods_present) or 'none'}).", ""]
-        if self.semopt is not None:
-            out += [self.semopt.markdown(level=2), ""]
-        out += ["## Grading sensitivity (%)", "",
-                "Accuracy under every grading profile side by side: " + "; ".join(
-                    f"`{p}`: {get_profile(p).description}" for p in self.sensitivity_profiles()) + ".", "",
-                frame_markdown(self.sensitivity, pct_cols=tuple(
-            c for c in self.sensitivity.columns if "[" in c)), ""]
-        out += ["## Latency and cost", "", frame_markdown(_label_sim(self.latency), floatfmt="{:.3g}"), ""]
-        if plot_paths:
-            out += ["## Plots", ""]
-            for p in plot_paths:
-                rel = p.relative_to(root) if root is not None else p
-                out.append(f"![{p.stem}]({rel.as_posix()})")
-            out.append("")
-        return "\n".join(out)
+        shown = self.missing[["key", "reason"]].head(MISSING_SHOWN) if len(self.missing) else self.missing
+        reasons = (self.missing["reason"].fillna("?").astype(str).str.split(":").str[0].value_counts()
+                   if len(self.missing) > len(shown) else pd.Series(dtype=int))
+        wide = _curves_wide(self.curves)
+        paired = self.paired
+        return _REPORT_TEMPLATE.render(
+            profile=self.profile, grading_statement=grading_statement(self.profile), simulated=self.simulated,
+            sim_banner=SIM_BANNER, ci_pct=round(100 * ci.confidence), ci_caption=ci.caption(),
+            main_table=to_markdown(self.main_table),
+            missing_count=len(self.missing), missing_shown=len(shown),
+            missing_table=frame_markdown(shown) if len(self.missing) else "",
+            missing_reasons="; ".join(f"{r} ({n})" for r, n in reasons.head(10).items()),
+            notes=self.notes,
+            tokens=frame_markdown(_label_sim(self.tokens), floatfmt="{:.0f}"),
+            costs_caption=costs.CAPTION, costs=costs.cost_markdown(self.costs),
+            failures=frame_markdown(self.failures, pct_cols=("exec_rate",)),
+            repair=frame_markdown(self.repair, pct_cols=("repair_rate",)),
+            curves=frame_markdown(wide, pct_cols=tuple(c for c in wide.columns if "@" in str(c))),
+            selection=frame_markdown(self.selection, pct_cols=tuple(
+                c for c in self.selection.columns if ":" in c and c.split(":")[0] in PCT_SELECTION)),
+            difficulty=(frame_markdown(self.difficulty[self.difficulty["benchmark"] == "all"], pct_cols=("acc",))
+                        if len(self.difficulty) else None),
+            paired=(frame_markdown(paired.drop(columns=["method_a", "method_b"]),
+                                   pct_cols=("acc_a", "acc_b", "net_gain", "low", "high"), floatfmt="{:.4g}")
+                    if len(paired) else None),
+            paired_a=paired["method_a"].iloc[0] if len(paired) else "",
+            paired_b=paired["method_b"].iloc[0] if len(paired) else "",
+            paired_pct=round(100 * self.paired_confidence),
+            paired_tests="; ".join(f"`{t}`" for t in sorted(set(paired["test"]))) if len(paired) else "",
+            paired_bootstrap=ci.caption().split(" (")[1].rstrip(")") if len(paired) else "",
+            fig2=bool(len(self.fig2)), fig2_a=FIG2_A, fig2_b=FIG2_B,
+            methods_present=", ".join(self.methods_present) or "none",
+            semopt=self.semopt.markdown(level=2) if self.semopt is not None else None,
+            profiles="; ".join(f"`{p}`: {get_profile(p).description}" for p in self.sensitivity_profiles()),
+            sensitivity=frame_markdown(self.sensitivity, pct_cols=tuple(c for c in self.sensitivity.columns if "[" in c)),
+            latency=frame_markdown(_label_sim(self.latency), floatfmt="{:.3g}"),
+            plots=[(p.stem, (p.relative_to(root) if root is not None else p).as_posix()) for p in plot_paths],
+        )
 
     @property
     def methods_present(self) -> list[str]:
