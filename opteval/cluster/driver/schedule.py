@@ -136,111 +136,132 @@ async def run_schedule(models: list[ModelWork], fleet: Fleet, run_model: RunMode
     sweep stops). Raises PlacementError when a waiting model can never be placed (nothing
     runs and it still does not fit), and the first error of a model (the others are
     cancelled and torn down first)."""
-    log = ScheduleLog()
-    queue = GpuQueue((m for m in models if m.items), largest_first=not barrier)
-    running: dict[asyncio.Future[None], ModelWork] = {}
-    growing: set[asyncio.Future[None]] = set()
-    changed = asyncio.Event()  # a model became ready: growth is worth another look
-    free = [fleet.total_gpus]
+    return await _Schedule(models, fleet, run_model, admission, stop, add_endpoint, barrier, say).run()
 
-    def event(kind: str, m: ModelWork, detail: str = "") -> None:
-        log.events.append((kind, m.name, detail))
-        say(f"[schedule] {m.name}: {kind}" + (f" ({detail})" if detail else ""))
 
-    async def serve(m: ModelWork) -> None:
+class _Schedule:
+    """One run of :func:`run_schedule`: the waiting queue, the running and growing models, the
+    free GPUs, and the steps of its loop (start what fits, grow, wait for a change)."""
+
+    def __init__(self, models: list[ModelWork], fleet: Fleet, run_model: RunModel, admission: Admission,
+                 stop: Any, add_endpoint: AddEndpoint | None, barrier: bool, say: Callable[[str], None]) -> None:
+        self.fleet, self.run_model, self.admission = fleet, run_model, admission
+        self.stop, self.add_endpoint, self.barrier, self.say = stop, add_endpoint, barrier, say
+        self.log = ScheduleLog()
+        self.queue = GpuQueue((m for m in models if m.items), largest_first=not barrier)
+        self.running: dict[asyncio.Future[None], ModelWork] = {}
+        self.growing: set[asyncio.Future[None]] = set()
+        self.changed = asyncio.Event()  # a model became ready: growth is worth another look
+        self.free = fleet.total_gpus
+
+    def event(self, kind: str, m: ModelWork, detail: str = "") -> None:
+        self.log.events.append((kind, m.name, detail))
+        self.say(f"[schedule] {m.name}: {kind}" + (f" ({detail})" if detail else ""))
+
+    async def serve(self, m: ModelWork) -> None:
         try:
-            event("deploying", m, f"{m.replicas} replica(s), {m.gpus} GPU(s); {m.left} trajectories")
-            ep = await fleet.deploy(m, m.replicas, 0)
+            self.event("deploying", m, f"{m.replicas} replica(s), {m.gpus} GPU(s); {m.left} trajectories")
+            ep = await self.fleet.deploy(m, m.replicas, 0)
             m.groups = 1
-            admission.open(m.name, m.replicas, m.max_ongoing, m.factor)
-            event("ready", m, f"{admission.limit(m.name)} in flight")
-            changed.set()
-            await run_model(m, ep)
+            self.admission.open(m.name, m.replicas, m.max_ongoing, m.factor)
+            self.event("ready", m, f"{self.admission.limit(m.name)} in flight")
+            self.changed.set()
+            await self.run_model(m, ep)
         finally:
-            admission.close(m.name)
-            apps = await fleet.teardown(m)
-            free[0] += m.held
+            self.admission.close(m.name)
+            apps = await self.fleet.teardown(m)
+            self.free += m.held
             m.held = 0
-            event("torn down", m, ", ".join(apps) or "no Serve app")
+            self.event("torn down", m, ", ".join(apps) or "no Serve app")
 
-    def fits(m: ModelWork) -> bool:
-        return m.gpus <= free[0] and fleet.fits(m, m.replicas)
+    def fits(self, m: ModelWork) -> bool:
+        return m.gpus <= self.free and self.fleet.fits(m, m.replicas)
 
-    def start_fitting() -> None:
-        while len(queue):
-            m = queue.pop_fitting(fits)
+    def start_fitting(self) -> None:
+        while len(self.queue):
+            m = self.queue.pop_fitting(self.fits)
             if m is None:
                 return
             m.held = m.gpus
-            free[0] -= m.held
-            running[asyncio.ensure_future(serve(m))] = m
+            self.free -= m.held
+            self.running[asyncio.ensure_future(self.serve(m))] = m
 
-    def grow() -> None:
+    def grow(self) -> None:
         """No model waits: freed GPUs go to the running model with the most work per replica,
         as another replica group (deployed in the background; the loop goes on)."""
         while True:
-            cands = [m for m in running.values() if m.gpus_per_replica and m.groups >= 1
-                     and m.held // m.gpus_per_replica < m.max_replicas and m.gpus_per_replica <= free[0]
+            cands = [m for m in self.running.values() if m.gpus_per_replica and m.groups >= 1
+                     and m.held // m.gpus_per_replica < m.max_replicas and m.gpus_per_replica <= self.free
                      and m.left > 2 * (m.held // m.gpus_per_replica + 1) * m.max_ongoing * m.factor]
-            cands = [m for m in cands if fleet.fits(m, 1)]
+            cands = [m for m in cands if self.fleet.fits(m, 1)]
             if not cands:
                 return
             m = max(cands, key=lambda c: c.work / max(1, c.held))
-            free[0] -= m.gpus_per_replica
+            self.free -= m.gpus_per_replica
             m.held += m.gpus_per_replica
             m.groups += 1
-            growing.add(asyncio.ensure_future(grow_one(m, m.groups - 1)))
+            self.growing.add(asyncio.ensure_future(self.grow_one(m, m.groups - 1)))
 
-    async def grow_one(m: ModelWork, group: int) -> None:
-        event("growing", m, f"replica group {group + 1}, {m.held} GPU(s) held")
+    async def grow_one(self, m: ModelWork, group: int) -> None:
+        self.event("growing", m, f"replica group {group + 1}, {m.held} GPU(s) held")
         try:
-            ep = await fleet.deploy(m, 1, group)
+            ep = await self.fleet.deploy(m, 1, group)
         except Exception as exc:  # the model keeps the groups it has; the GPU goes back
-            free[0] += m.gpus_per_replica
+            self.free += m.gpus_per_replica
             m.held -= m.gpus_per_replica
-            event("growth failed", m, f"{type(exc).__name__}: {exc}")
+            self.event("growth failed", m, f"{type(exc).__name__}: {exc}")
             return
-        if m.name not in admission.shares:  # done while this group came up: it goes too
-            apps = await fleet.teardown(m)
-            event("torn down", m, ", ".join(apps) or "no Serve app")
+        if m.name not in self.admission.shares:  # done while this group came up: it goes too
+            apps = await self.fleet.teardown(m)
+            self.event("torn down", m, ", ".join(apps) or "no Serve app")
             return
-        admission.grow(m.name, m.held // m.gpus_per_replica)
-        if add_endpoint is not None:
-            add_endpoint(m, ep)
-        event("grown", m, f"{admission.limit(m.name)} in flight")
+        self.admission.grow(m.name, m.held // m.gpus_per_replica)
+        if self.add_endpoint is not None:
+            self.add_endpoint(m, ep)
+        self.event("grown", m, f"{self.admission.limit(m.name)} in flight")
 
-    def stopping() -> bool:
-        return stop is not None and stop.soft.is_set()
+    def stopping(self) -> bool:
+        return self.stop is not None and self.stop.soft.is_set()
 
-    try:
-        while len(queue) or running:
-            if not stopping() and (not barrier or not running):
-                start_fitting()
-                if len(queue) and not running:
-                    m = queue.pop_fitting(lambda _: True)
-                    assert m is not None
-                    raise PlacementError(f"model {m.name!r} needs {m.gpus} GPU(s) ({m.replicas} replica(s) x "
-                                         f"{m.gpus_per_replica}) but the cluster cannot place it even with every "
-                                         f"other model torn down ({fleet.total_gpus} GPU(s) in all)")
-            if not stopping() and (barrier or not len(queue)):
-                grow()
-            if stopping() and not running:
-                break
-            changed.clear()
-            wake: asyncio.Future[Any] = asyncio.ensure_future(changed.wait())
-            waiting: set[asyncio.Future[Any]] = {*running, *growing, wake}
-            done, _ = await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
-            wake.cancel()
-            for t in done:
-                growing.discard(t)
-                if t in running:
-                    running.pop(t)
-                    t.result()  # a model's error ends the schedule (the others are torn down below)
-    finally:
-        for t in [*running, *growing]:
-            t.cancel()
-        await asyncio.gather(*running, *growing, return_exceptions=True)
-    return log
+    def place_or_refuse(self) -> None:
+        """Start what fits; a model that waits while nothing runs can never be placed."""
+        self.start_fitting()
+        if len(self.queue) and not self.running:
+            m = self.queue.pop_fitting(lambda _: True)
+            assert m is not None
+            raise PlacementError(f"model {m.name!r} needs {m.gpus} GPU(s) ({m.replicas} replica(s) x "
+                                 f"{m.gpus_per_replica}) but the cluster cannot place it even with every "
+                                 f"other model torn down ({self.fleet.total_gpus} GPU(s) in all)")
+
+    async def next_change(self) -> None:
+        """Wait for a model to end, a growth to land or a model to become ready; a model's error
+        ends the schedule (the others are torn down by :meth:`run`)."""
+        self.changed.clear()
+        wake: asyncio.Future[Any] = asyncio.ensure_future(self.changed.wait())
+        waiting: set[asyncio.Future[Any]] = {*self.running, *self.growing, wake}
+        done, _ = await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+        wake.cancel()
+        for t in done:
+            self.growing.discard(t)
+            if t in self.running:
+                self.running.pop(t)
+                t.result()
+
+    async def run(self) -> ScheduleLog:
+        try:
+            while len(self.queue) or self.running:
+                if not self.stopping() and (not self.barrier or not self.running):
+                    self.place_or_refuse()
+                if not self.stopping() and (self.barrier or not len(self.queue)):
+                    self.grow()
+                if self.stopping() and not self.running:
+                    break
+                await self.next_change()
+        finally:
+            for t in [*self.running, *self.growing]:
+                t.cancel()
+            await asyncio.gather(*self.running, *self.growing, return_exceptions=True)
+        return self.log
 
 
 def max_ongoing(model_cfg: dict[str, Any], default: int) -> int:
