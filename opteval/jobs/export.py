@@ -24,7 +24,7 @@ from opteval.exit_codes import ExitCode
 from opteval.jobs.report import UsageError, check_out_dir, default_out, no_plan_message, parse_args
 from opteval.sweepcore.config import ConfigError, SweepConfig, load_config
 from opteval.sweepcore.ledger import Ledger, LedgerError
-from opteval.sweepcore.tracking.tracker import git_revision
+from opteval.sweepcore.tracking.params import git_revision
 
 FORMATS = ("inspect", "lm-eval", "batch-input")
 

@@ -16,7 +16,7 @@ from opteval.evalcore.models.batch import response_row
 from opteval.evalcore.problems import load_benchmark
 from opteval.jobs import regrade
 from opteval.sweepcore.ledger import Ledger
-from opteval.sweepcore.tracking.tracker import ROLE_TAG
+from opteval.sweepcore.tracking.names import ROLE_TAG
 from tests.exports.conftest import SWEEP, opteval, sweep_args
 
 pytestmark = pytest.mark.ray

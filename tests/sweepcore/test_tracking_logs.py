@@ -13,7 +13,7 @@ import pytest
 from opteval.sweepcore.plan import plan_counts
 from opteval.sweepcore.tracking import Tracker, TrackingWarning
 from opteval.sweepcore.tracking.library_logs import LOG_FILE, route_library_logs, sqlite_problem
-from opteval.sweepcore.tracking.tracker import end_line
+from opteval.sweepcore.tracking.offloop import end_line
 from tests.sweepcore.test_tracking import _sweep
 
 

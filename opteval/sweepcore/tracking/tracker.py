@@ -30,7 +30,6 @@ from __future__ import annotations
 import datetime as _dt
 import logging
 import os
-import subprocess
 import tempfile
 import threading
 import time
@@ -42,47 +41,31 @@ from typing import Any, NamedTuple
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from opteval.evalcore.backoff import Backoff
-from opteval.evalcore.finish_reasons import COLUMNS as FINISH_COLUMNS
-from opteval.evalcore.finish_reasons import with_counts
-from opteval.evalcore.formulation import with_unsolved
-from opteval.evalcore.harnesses.base import Budgets
-from opteval.evalcore.metrics import summarize
-from opteval.evalcore.models.base import Sampling
-from opteval.evalcore.protocols import protocol_notes
-from opteval.evalcore.records import LEDGER_SCHEMA
-from opteval.sweepcore.backends import BACKEND_KEY, is_simulated
-from opteval.sweepcore.config import ConfigError, SweepConfig, as_plain, model_config, overlay
+from opteval.sweepcore.backends import is_simulated
+from opteval.sweepcore.config import SweepConfig
 from opteval.sweepcore.dependencies import resolved_versions
-from opteval.sweepcore.ledger import DETAIL_COLUMNS, Ledger, columns_without, open_filesystem
-from opteval.sweepcore.ledger.manifest import _version as _ledger_version
-from opteval.sweepcore.tracking.library_logs import route_library_logs, sqlite_problem
+from opteval.sweepcore.ledger import Ledger
+from opteval.sweepcore.tracking.library_logs import route_library_logs
+from opteval.sweepcore.tracking.names import (
+    ACTIVE_TAG,
+    EXPERIMENT_KIND_TAG,
+    LEDGER_TAG,
+    MAX_METRICS_PER_BATCH,
+    MAX_PARAMS_PER_BATCH,
+    ROLE_TAG,
+    SIMULATED_TAG,
+    SWEEP_TAG,
+    TrackingWarning,
+    sync_command,
+    tracking_uri,
+)
+from opteval.sweepcore.tracking.params import _version, git_revision, plan_params, run_params
+from opteval.sweepcore.tracking.summary import ledger_summary, results_markdown, run_metrics, summarize_ledger
 
 log = logging.getLogger("opteval.tracking")
-
-MAX_METRICS_PER_BATCH = 1000  # mlflow.utils.validation.MAX_METRICS_PER_BATCH
-MAX_PARAMS_PER_BATCH = 100  # MAX_PARAMS_TAGS_PER_BATCH
-MAX_PARAM_CHARS = 6000  # MAX_PARAM_VAL_LENGTH
-SWEEP_TAG = "opteval.sweep"
-SUMMARY_BOOTSTRAP = (2000, 0)  # resamples and seed of the results table's intervals: the report's defaults
-ROLE_TAG = "opteval.role"
-SIMULATED_TAG = "opteval.simulated"
-ACTIVE_TAG = "opteval.active_s"
-# MLflow 3's UI picks the experiment page by this tag (older 3.x) or by the
-# ``workflowType`` URL parameter / the top-bar GenAI | Model training toggle (3.17).
-EXPERIMENT_KIND_TAG = ("mlflow.experimentKind", "custom_model_development")
 MAX_FAILURES = 3
-# problem_id: intervals are a cluster bootstrap over problems (k samples of one problem are not
-# independent); without it summarize falls back to Wilson over trajectories
-SUMMARY_COLUMNS = ["key", "model", "method", "benchmark", "problem_id", "status", "correct", "prompt_tokens",
-                   "completion_tokens", "exec_ok", "submission_value", "submission_status",
-                   "simulated", "committed_at"]
-# What summarize_ledger reads (the calls column for the truncated/rejected counts): callers read only
-# these (Ledger.read_table(columns=SUMMARY_READ)), never the transcripts
-SUMMARY_READ = [*SUMMARY_COLUMNS, "calls"]
 # An MLflow child's artifact: its rows' scoring columns; the detail stays in the ledger (its URI is a tag)
 ARTIFACT_DROP = ("calls", "execs", "transcript", "budgets")
-LEDGER_TAG = "opteval.ledger"
 
 
 class TraceCount(NamedTuple):
@@ -106,261 +89,11 @@ class TraceCount(NamedTuple):
         return text
 
 
-class TrackingWarning(UserWarning):
-    """MLflow could not be reached or refused a call; the sweep continues."""
-
-
 # -- locations ---------------------------------------------------------------------------------
-
-
-def tracking_uri(tracking_cfg_uri: str | None, output_dir: str) -> str:
-    """Config value, else ``MLFLOW_TRACKING_URI``, else ``sqlite:///<output_dir>/mlflow.db``
-    (absolute). An object-store output_dir cannot hold SQLite: then ``./mlflow.db``."""
-    if tracking_cfg_uri:
-        return str(tracking_cfg_uri)
-    env = os.environ.get("MLFLOW_TRACKING_URI")
-    if env:
-        return env
-    fs, path = open_filesystem(output_dir)
-    if fs.type_name != "local":
-        path = os.path.abspath(".")
-        warnings.warn(f"sweep.output_dir {output_dir} is not local: MLflow store at {path}/mlflow.db "
-                      "(set tracking.uri to a tracking server on a cluster)", TrackingWarning, stacklevel=2)
-    os.makedirs(path, exist_ok=True)
-    return f"sqlite:///{path}/mlflow.db"
-
-
-def ui_command(uri: str, experiment_id: str | None = None) -> str:
-    """The command that opens the MLflow UI on this store, and the page with the runs table."""
-    if uri.startswith("sqlite:"):
-        # one worker and a long health-check timeout: on a loaded machine uvicorn's supervisor
-        # killed the default 4 workers in a loop (5 s health check) and the UI never served
-        cmd = (f"mlflow ui --backend-store-uri {uri} --port 5000 --workers 1 "
-               "--uvicorn-opts '--timeout-worker-healthcheck 120'")
-        return cmd + (f", then open {runs_url('http://127.0.0.1:5000', experiment_id)}" if experiment_id else "")
-    if experiment_id and uri.startswith(("http://", "https://")):
-        return f"open {runs_url(uri, experiment_id)} in a browser"
-    return f"open {uri} in a browser"
-
-
-def runs_url(server: str, experiment_id: str | None) -> str:
-    """The experiment's runs table (not the GenAI traces page MLflow 3 opens by default)."""
-    return f"{server.rstrip('/')}/#/experiments/{experiment_id}/runs?workflowType=machine_learning"
-
-
-def sync_command(sweep: str, output_dir: str, uri: str | None = None) -> str:
-    """The command that re-logs a sweep from its ledger (to the same tracking server)."""
-    where = f" tracking.uri={uri}" if uri else ""
-    return f"opteval report sweep.name={sweep} sweep.output_dir={output_dir}{where} --sync-mlflow"
-
-
-def git_revision() -> str | None:
-    try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).resolve().parent,
-                             capture_output=True, text=True, timeout=5)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return out.stdout.strip() or None if out.returncode == 0 else None
-
-
 # -- metrics from the ledger ------------------------------------------------------------------------
 
 
-def planned_counts_from(plan: pa.Table) -> dict[tuple[str, str, str], int]:
-    """(model, method, benchmark) -> planned trajectories, from ``plan.parquet``."""
-    grouped = plan.group_by(["model", "method", "benchmark"]).aggregate([("key", "count")])
-    return {(m, x, b): int(n) for m, x, b, n in zip(*(grouped.column(c).to_pylist() for c in
-                                                      ("model", "method", "benchmark", "key_count")))}
-
-
-SCORING_READ = columns_without(*DETAIL_COLUMNS)  # every column but the JSON details: a child's artifact
-
-
-def ledger_summary(ledger: Ledger, columns: Iterable[str] | None = None, batch_rows: int = 8192) -> pa.Table:
-    """The ledger's small columns (``columns``, default every column but the JSON detail ones) plus
-    the four finish-reason counts (``opteval.evalcore.finish_reasons.COLUMNS``) derived from each
-    row's ``calls`` as the record batches are read: what :func:`summarize_ledger`, the sweep's end
-    and ``--sync-mlflow`` need, never the transcripts or executions, nor the calls held (issue 44)."""
-    from opteval.evalcore.finish_reasons import trajectory_counts
-    from opteval.evalcore.ledger_detail import calls_of
-
-    cols = [c for c in (columns or SCORING_READ) if c not in DETAIL_COLUMNS]
-    if "status" not in cols:
-        cols.append("status")
-    parts = []
-    for batch in ledger.scan([*cols, "calls"], batch_rows):
-        counts = [trajectory_counts(calls_of(raw), st) for raw, st in
-                  zip(batch.column("calls").to_pylist(), batch.column("status").to_pylist())]
-        t = pa.Table.from_batches([batch]).drop_columns(["calls"])
-        for name in FINISH_COLUMNS:
-            t = t.append_column(name, pa.array([c[name] for c in counts], pa.int64()))
-        parts.append(t)
-    if parts:
-        return pa.concat_tables(parts)
-    empty = LEDGER_SCHEMA.empty_table().select(cols)
-    for name in FINISH_COLUMNS:
-        empty = empty.append_column(name, pa.array([], pa.int64()))
-    return empty
-
-
-def summarize_ledger(table: pa.Table, plan: pa.Table) -> Any:
-    """``opteval.evalcore.metrics.summarize`` over the rows whose keys are planned, per
-    (model, method, benchmark), with the plan's counts as denominators."""
-    planned = pc.is_in(table.column("key"), value_set=plan.column("key"))
-    cols = [c for c in SUMMARY_COLUMNS if c in table.column_names]
-    summary = summarize(table.select(cols).filter(planned), planned=planned_counts_from(plan),
-                        problem_planned=problem_counts_from(plan), n_resamples=SUMMARY_BOOTSTRAP[0],
-                        seed=SUMMARY_BOOTSTRAP[1])
-    calls = [c for c in ("key", "model", "method", "benchmark", "status", "calls", *FINISH_COLUMNS)
-             if c in table.column_names]  # the calls themselves, or their counts (ledger_summary)
-    sources = [c for c in ("model", "method", "benchmark", "correct", "answer_source") if c in table.column_names]
-    return with_unsolved(with_counts(summary, table.select(calls).filter(planned)),
-                         table.select(sources).filter(planned).to_pandas())
-
-
-def problem_counts_from(plan: pa.Table) -> dict[tuple[str, str, str], dict[str, int]]:
-    """(model, method, benchmark) -> problem id -> planned samples, from ``plan.parquet``."""
-    grouped = plan.group_by(["model", "method", "benchmark", "problem_id"]).aggregate([("key", "count")])
-    out: dict[tuple[str, str, str], dict[str, int]] = {}
-    for m, x, b, p, n in zip(*(grouped.column(c).to_pylist() for c in
-                               ("model", "method", "benchmark", "problem_id", "key_count"))):
-        out.setdefault((m, x, b), {})[str(p)] = int(n)
-    return out
-
-
-def run_metrics(summary: Any, model: str, method: str) -> dict[str, float]:
-    """The child run's metrics for one model x method from a :func:`summarize_ledger` frame."""
-    g = summary[(summary["model"] == model) & (summary["method"] == method)]
-    out: dict[str, float] = {}
-    accs, toks = {}, {}
-    for r in g.to_dict("records"):
-        b = r["benchmark"]
-        out[f"planned/{b}"] = float(r["planned"])
-        out[f"missing/{b}"] = float(r["missing"])
-        if r.get("errors") is not None:
-            # status=error rows are scored but wrong; the MLflow view daggers them too
-            out[f"errors/{b}"] = float(r["errors"])
-        if r.get("avg") is not None:
-            out[f"acc/{b}"] = accs[b] = float(r["avg"])
-        if r.get("exec_rate") is not None:
-            out[f"exec_rate/{b}"] = float(r["exec_rate"])
-        if r.get("correct_unsolved") is not None:  # correct without a solve behind the answer (issue 36)
-            out[f"correct_unsolved/{b}"] = float(r["correct_unsolved"])
-        for c in FINISH_COLUMNS:  # truncated / rejected calls and the trajectories they ended
-            if r.get(c) is not None:
-                out[f"{c}/{b}"] = float(r[c])
-        tm = r.get("tokens_mean")
-        if tm is not None and tm == tm:
-            out[f"tokens/{b}"] = toks[b] = float(tm)
-    if accs and len(accs) == len(g):
-        out["acc/macro"] = sum(accs.values()) / len(accs)
-    if toks and len(toks) == len(g):
-        out["tokens/macro"] = sum(toks.values()) / len(toks)
-    return out
-
-
-def model_families(models: Iterable[str]) -> dict[str, str | None]:
-    """Each configured model's ``family`` (names without a readable config are left out)."""
-    out: dict[str, str | None] = {}
-    for name in models:
-        try:
-            out[str(name)] = model_config(str(name)).family
-        except (ConfigError, OSError, ValueError):
-            continue
-    return out
-
-
-def results_markdown(summary: Any, title: str = "", families: Mapping[str, str | None] | None = None) -> str:
-    """Accuracy (%, avg@k with a problem-level CI) per model x method x benchmark, macro, tokens, missing;
-    a line for each model x method that ran under a stand-in for its published protocol
-    (``opteval.evalcore.protocols``; ``families``: model -> config family)."""
-    simulated = "simulated" in summary.columns and bool(summary["simulated"].fillna(False).any())
-    lines = [f"# {title}" if title else "# Results", ""]
-    if simulated:
-        lines += ["**SIMULATED**: produced by the simulated policy; not a model's accuracy.", ""]
-    if len(summary):
-        lines += [f"**Not its protocol**: {n}" for n in protocol_notes(zip(summary["model"], summary["method"]),
-                                                                         families)]
-        lines += [""] if lines[-1] != "" else []
-    methods = sorted({str(m) for m in summary.get("ci_method", []) if m}) if len(summary) else []
-    if methods:
-        lines += [f"95% CI: {'; '.join(methods)} (percentile, B={SUMMARY_BOOTSTRAP[0]}, seed {SUMMARY_BOOTSTRAP[1]}: "
-                  "the report's defaults, so its intervals are these; avg@k over planned trajectories).", ""]
-    lines += ["| model | method | benchmark | acc % | 95% CI | planned | missing | errors | tokens | exec rate "
-              "| truncated calls | rejected calls | ended by them | correct unsolved |",
-              "|---|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
-
-    def pct(v: Any) -> str:
-        return "-" if v is None or v != v else f"{100 * v:.1f}"
-
-    for r in summary.to_dict("records"):
-        tm = r.get("tokens_mean")
-        lines.append(
-            f"| {r['model']} | {r['method']} | {r['benchmark']} | {pct(r.get('avg'))} | "
-            f"{pct(r.get('ci_low'))}-{pct(r.get('ci_high'))} | {r['planned']} | {r['missing']} | "
-            f"{r.get('errors', 0)} | {'-' if tm is None or tm != tm else f'{tm:.0f}'} | {pct(r.get('exec_rate'))} | "
-            f"{int(r.get('truncated_calls') or 0)} | {int(r.get('rejected_calls') or 0)} | "
-            f"{int(r.get('ended_truncated') or 0) + int(r.get('ended_rejected') or 0)} | "
-            f"{int(r.get('correct_unsolved') or 0)} |")
-    lines += ["", "| model | method | macro acc % | tokens macro | planned | missing |", "|---|---|---:|---:|---:|---:|"]
-    for (m, x), _ in summary.groupby(["model", "method"], sort=False):
-        met = run_metrics(summary, m, x)
-        g = summary[(summary["model"] == m) & (summary["method"] == x)]
-        tmac = met.get("tokens/macro")
-        lines.append(f"| {m} | {x} | {pct(met.get('acc/macro'))} | {'-' if tmac is None else f'{tmac:.0f}'} | "
-                     f"{int(g['planned'].sum())} | {int(g['missing'].sum())} |")
-    return "\n".join(lines) + "\n"
-
-
-def run_params(resolved: Mapping[str, Any], model: str, method: str, fingerprint: str) -> dict[str, str]:
-    """Params of a child run, from the resolved sweep config (as stored in the manifest): the
-    model's effective sampling and the method's effective budgets (``opteval.sweepcore.config.overlay``)."""
-    mcfg = resolved.get("model_configs", {}).get(model, {})
-    method_cfg = resolved.get("method_configs", {}).get(method, {})
-    sampling = as_plain(overlay(Sampling(**resolved.get("sampling", {})), mcfg.get("sampling") or {}))
-    extra = sampling.pop("extra_body")
-    budgets = as_plain(overlay(Budgets(**resolved.get("budgets", {})), method_cfg.get("budgets") or {}))
-    budgets.pop("exec_limits")  # logged as limits.*
-    params: dict[str, Any] = {
-        "model": model, "method": method, "backend": mcfg.get(BACKEND_KEY), "family": mcfg.get("family"),
-        "size_b": mcfg.get("size_b"), "harness": method_cfg.get("harness"),
-        "grading_profile": resolved.get("grading", {}).get("profile"),
-        "benchmarks": ",".join(resolved.get("benchmarks", [])),
-        "config_fingerprint": fingerprint, "opteval_version": _version(),
-        "git_revision": git_revision() or "unknown",
-    }
-    params.update(plan_params(resolved))
-    params.update({f"sampling.{k}": v for k, v in sampling.items()})
-    if extra:
-        params["sampling.extra_body"] = extra
-    params.update({f"budgets.{k}": v for k, v in budgets.items()})
-    params.update({f"limits.{k}": v for k, v in resolved.get("limits", {}).items()})
-    return {k: str(v)[:MAX_PARAM_CHARS] for k, v in params.items()}
-
-
-def samples_per_benchmark(resolved: Mapping[str, Any]) -> dict[str, int]:
-    """Samples per problem for each benchmark, as the plan uses them (opteval.sweepcore.config.samples_for):
-    ``samples.per_benchmark``, else the benchmark yaml's ``samples``, else ``samples.default``."""
-    samples = resolved["samples"]  # a resolved config states every key: no default here
-    per, bcfg = samples["per_benchmark"], resolved["benchmark_configs"]
-    return {b: int(per.get(b) or bcfg[b]["samples"] or samples["default"]) for b in resolved["benchmarks"]}
-
-
-def plan_params(resolved: Mapping[str, Any]) -> dict[str, str]:
-    """What shapes the plan: benchmarks, samples per problem for each, the problem limit."""
-    out = {f"samples.{b}": str(n) for b, n in samples_per_benchmark(resolved).items()}
-    out["limit_problems"] = str(resolved.get("limit_problems"))
-    out["benchmarks"] = ",".join(resolved.get("benchmarks", []))
-    return out
-
-
-def _version() -> str:
-    return _ledger_version()
-
-
 # -- the tracker ------------------------------------------------------------------------------------
-
-
 class Tracker:
     """Parent + child runs for one sweep; every call is guarded (see the module docstring)."""
 
@@ -715,136 +448,6 @@ def sync_from_ledger(ledger: Ledger, tracker: Tracker) -> Any:
 
 
 # -- started in the background, retried while MLflow is down ------------------------------------
-
-
-class BackgroundStart:
-    """Starts a tracker's runs on a daemon thread and retries with backoff while MLflow is down
-    or slow (a SQLite store creating its schema on a loaded machine took 82 s), so the sweep
-    never waits for it and tracking is not turned off for the whole run by a slow start. While
-    it is down the tracker is inactive (progress calls are no-ops); once up, progress flows again
-    and the end of the sweep logs every result from the ledger (the ledger is the truth, so
-    nothing committed meanwhile is lost to MLflow). One line when it goes down, one when it is up."""
-
-    def __init__(self, tracker: Tracker, resolved: Mapping[str, Any], fingerprint: str,
-                 pairs: Iterable[tuple[str, str]], *, backoff_s: float = 5.0, max_backoff_s: float = 60.0) -> None:
-        self.tracker, self.resolved, self.fingerprint, self.pairs = tracker, resolved, fingerprint, list(pairs)
-        self.backoff_s, self.max_backoff_s = float(backoff_s), float(max_backoff_s)
-        self.up = threading.Event()
-        self._stop = threading.Event()
-        self.attempts = 0
-        self._thread = threading.Thread(target=self._run, name="opteval-mlflow-start", daemon=True)
-
-    def begin(self) -> BackgroundStart:
-        self._thread.start()
-        return self
-
-    def _run(self) -> None:
-        t = self.tracker
-        schedule = Backoff(self.backoff_s, self.max_backoff_s)
-        t.quiet = True
-        while not self._stop.is_set():
-            self.attempts += 1
-            t.enabled = True
-            t.failures = 0
-            if t.start(self.resolved, self.fingerprint, self.pairs) and t.failures == 0:
-                t.quiet = False
-                self.up.set()
-                if self.attempts > 1:
-                    print(f"[sweep] MLflow ({t.uri}) is up after {self.attempts} attempts; tracking resumes "
-                          "(results are logged from the ledger at the end)", flush=True)
-                return
-            t.enabled = False
-            t.client = t.parent_id = None  # half-started runs are found again by their tags next time
-            if self.attempts == 1:
-                print(f"[sweep] MLflow ({t.uri}) is not reachable ({getattr(t, 'last_error', 'no answer')}); "
-                      f"the sweep goes on and retries it in the background", flush=True)
-            self._stop.wait(schedule.delay(self.attempts - 1))
-
-    def wait(self, timeout_s: float) -> bool:
-        """Up within ``timeout_s``? (The end of the sweep gives a slow start one more chance.)"""
-        return self.up.wait(max(0.0, float(timeout_s)))
-
-    def stop(self) -> None:
-        self._stop.set()
-        if not self.up.is_set():
-            self.tracker.enabled = False  # a start still in flight must not log after the end
-
-
-def end_line(tracker: Tracker | None) -> str | None:
-    """The end-of-sweep line: does MLflow hold every result, or how to put them there."""
-    if tracker is None:
-        return None
-    if tracker.active and tracker.synced:
-        return (f"[sweep] MLflow holds every result of this sweep ({len(tracker.children)} runs, logged from the "
-                "ledger)")
-    why = sqlite_problem(tracker.uri) or getattr(tracker, 'last_error', None) or 'not reachable or too slow'
-    return (f"[sweep] MLflow does NOT hold all results ({tracker.uri}: {why}); the ledger does. Re-log with: "
-            f"{sync_command(tracker.sweep, tracker.output_dir, tracker.uri)}")
-
-
 # -- off the event loop, bounded in time --------------------------------------------------------
 
 
-class OffLoop:
-    """Runs a tracker's calls on daemon threads with a time bound, so a hung tracking server
-    never blocks the sweep: the driver's event loop only hands work over (:meth:`submit`,
-    progress: skipped while the previous one is still running), and the calls the driver
-    waits for (:meth:`call`: start, results, finish) give up after ``timeout_s``. A call that
-    times out turns tracking off for the run with the re-log hint; the ledger stays the truth.
-    Daemon threads, so a call stuck in a socket never keeps the process alive."""
-
-    def __init__(self, tracker: Tracker, timeout_s: float) -> None:
-        self.tracker, self.timeout_s = tracker, float(timeout_s)
-        self._pending: tuple[threading.Event, float] | None = None
-        self.skipped = 0
-
-    def _spawn(self, fn: Any, args: tuple) -> tuple[threading.Event, dict[str, Any]]:
-        done, box = threading.Event(), {}
-
-        def run() -> None:
-            try:
-                box["value"] = fn(*args)
-            except BaseException as exc:
-                box["error"] = exc
-            finally:
-                done.set()
-
-        threading.Thread(target=run, name="opteval-mlflow", daemon=True).start()
-        return done, box
-
-    def _give_up(self, what: str) -> None:
-        t = self.tracker
-        if t.enabled:
-            t.enabled = False
-            warnings.warn(f"MLflow ({t.uri}) did not answer within {self.timeout_s:g}s while trying to {what}; "
-                          f"tracking is off for the rest of this run (the ledger is the truth). Re-log later with: "
-                          f"{sync_command(t.sweep, t.output_dir, t.uri)}", TrackingWarning, stacklevel=3)
-
-    def submit(self, what: str, fn: Any, *args: Any) -> bool:
-        """Start ``fn(*args)`` and return at once; False (skipped) while the previous one runs."""
-        if not self.tracker.enabled:
-            return False
-        if self._pending is not None and not self._pending[0].is_set():
-            self.skipped += 1
-            if time.monotonic() - self._pending[1] > self.timeout_s:
-                self._give_up(what)
-            return False
-        done, _ = self._spawn(fn, args)
-        self._pending = (done, time.monotonic())
-        return True
-
-    def call(self, what: str, fn: Any, *args: Any, default: Any = None) -> Any:
-        """``fn(*args)`` waited for at most ``timeout_s`` (after any progress call still running)."""
-        if not self.tracker.enabled:
-            return default
-        start = time.monotonic()
-        if self._pending is not None and not self._pending[0].wait(self.timeout_s):
-            self._give_up(what)
-            return default
-        done, box = self._spawn(fn, args)
-        if not done.wait(max(0.0, self.timeout_s - (time.monotonic() - start)) or 0.001):
-            self._give_up(what)
-            return default
-        if "error" in box:
-            raise box["error"]
-        return box.get("value", default)
