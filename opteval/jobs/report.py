@@ -34,6 +34,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from opteval.exit_codes import ExitCode
+from opteval.jobs.args import UsageError
 from opteval.jobs.paper_report import run_merged, wants
 from opteval.sweepcore.config import ConfigError, SweepConfig, load_config, method_config, model_config
 from opteval.sweepcore.ledger import DETAIL_COLUMNS, Ledger, LedgerError, columns_without
@@ -49,10 +50,6 @@ from opteval.sweepcore.tracking import (
 
 FLAGS = ("--sync-mlflow", "--from-mlflow", "--summary")
 VALUED = ("--out", "--profile", "--compare", "--bootstrap", "--seed", "--audit")
-
-
-class UsageError(ValueError):
-    pass
 
 
 def parse_args(argv: list[str], flags: tuple[str, ...] = FLAGS, valued: tuple[str, ...] = VALUED,
