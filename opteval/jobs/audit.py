@@ -48,8 +48,8 @@ from opteval.evalcore.audit import (
     summary,
     variant_report,
 )
-from opteval.exit_codes import ExitCode
-from opteval.jobs.report import UsageError, check_out_dir, parse_args
+from opteval.jobs.args import JobParser, UsageError, job_parser, parse, usage_error
+from opteval.jobs.report import check_out_dir
 from opteval.sweepcore.config import ConfigError, load_config
 from opteval.sweepcore.ledger import Ledger, LedgerError
 
@@ -59,9 +59,27 @@ FLAGS = ("--no-variants",)
 EXAMPLES = 5  # worked examples per benchmark in audit.md
 
 
-def parse(argv: list[str]) -> tuple[dict[str, Any], list[str], list[str]]:
-    """(options, sweep names, other dotlist items); --ledger may repeat."""
-    opts, dotlist = parse_args(argv, FLAGS, VALUED, repeated=("--ledger",))
+def build_parser() -> JobParser:
+    """``opteval audit``'s line: the flags by name (``opts["--out"]``; ``--ledger`` repeats), the
+    rest the sweep names and overrides."""
+    parser = job_parser("audit", __doc__ or "")
+    for flag in FLAGS:
+        parser.add_argument(flag, dest=flag, action="store_true")
+    for flag in VALUED:
+        if flag == "--ledger":
+            parser.add_argument(flag, dest=flag, action="append", default=None)
+        else:
+            parser.add_argument(flag, dest=flag)
+    return parser
+
+
+def parse_line(argv: list[str]) -> tuple[dict[str, Any], list[str], list[str]] | None:
+    """(options, sweep names, other dotlist items); --ledger may repeat. None: --help was printed."""
+    args = parse(build_parser(), argv)
+    if args is None:
+        return None
+    opts, dotlist = vars(args), args.overrides
+    opts["--ledger"] = opts["--ledger"] or []
     names: list[str] = []
     rest: list[str] = []
     for arg in dotlist:
@@ -193,12 +211,12 @@ def write(rows: list[AuditRow], out: Path, md: str) -> list[Path]:
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if {"-h", "--help"} & set(argv):
-        print(__doc__.strip())
-        return 0
     t0 = time.perf_counter()
     try:
-        opts, names, rest = parse(argv)
+        line = parse_line(argv)
+        if line is None:
+            return 0
+        opts, names, rest = line
         s = settings(opts)
         out = Path(opts["--out"])
         check_out_dir(out, what="the audit")
@@ -217,8 +235,7 @@ def main(argv: list[str] | None = None) -> int:
         keys, _questions = load_keys(slugs, data)
         variants, notes = ({}, []) if opts["--no-variants"] else variant_reports(slugs, data)
     except (ConfigError, LedgerError, UsageError) as exc:
-        print(f"audit: error: {exc}", file=sys.stderr)
-        return ExitCode.USAGE
+        return usage_error(exc, prefix="audit: error: ")
     unknown = sorted({pid for b, pid in collector.problems if pid not in keys.get(b, {})})
     if unknown:
         notes.append(f"{len(unknown)} problem id(s) in the ledgers are not in their benchmark's key (ignored): "

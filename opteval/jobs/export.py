@@ -21,7 +21,8 @@ from typing import Any
 
 from opteval.evalcore.exports.cells import COLUMNS, group_cells
 from opteval.exit_codes import ExitCode
-from opteval.jobs.report import UsageError, check_out_dir, default_out, no_plan_message, parse_args
+from opteval.jobs.args import JobParser, UsageError, help_asked, job_parser, parse, usage_error
+from opteval.jobs.report import check_out_dir, default_out, no_plan_message
 from opteval.sweepcore.config import ConfigError, SweepConfig, load_config
 from opteval.sweepcore.ledger import Ledger, LedgerError
 from opteval.sweepcore.tracking.params import git_revision
@@ -68,16 +69,29 @@ def write_batch_input(groups: dict[Any, list[Any]], out: Path, cfg: SweepConfig)
     return path
 
 
+def build_parser() -> JobParser:
+    """``opteval export FORMAT``'s line after FORMAT (the first word, read as a subcommand name is):
+    ``--out`` and the sweep's overrides."""
+    parser = job_parser("export", __doc__ or "")
+    parser.add_argument("--out", dest="--out")
+    return parser
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if not argv or {"-h", "--help"} & set(argv):
+    if not argv:
         print(__doc__.strip())
-        return 0 if argv else 2
+        return ExitCode.USAGE
+    parser = build_parser()
+    if help_asked(parser, argv):  # FORMAT itself may be --help
+        return 0
     fmt, rest = argv[0], argv[1:]
     try:
         if fmt not in FORMATS:
             raise UsageError(f"unknown format {fmt!r} (formats: {', '.join(FORMATS)})")
-        opts, dotlist = parse_args(rest, (), ("--out",))
+        args = parse(parser, rest)
+        assert args is not None  # no --help in rest: help_asked answered it
+        opts, dotlist = vars(args), args.overrides
         cfg = load_config(dotlist)
         ledger = Ledger.open_existing(cfg.sweep.output_dir, cfg.sweep.name)
         plan = ledger.read_plan()
@@ -94,8 +108,7 @@ def main(argv: list[str] | None = None) -> int:
             except ImportError:
                 raise UsageError("opteval export inspect needs inspect_ai: pip install 'opteval[inspect]'") from None
     except (ConfigError, LedgerError, UsageError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return ExitCode.USAGE
+        return usage_error(exc)
     groups = group_cells(plan.to_pylist(), rows)
     if fmt == "inspect":
         paths = write_logs(groups, cfg.sweep.name, out)

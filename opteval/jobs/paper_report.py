@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from opteval.evalcore.problems import BenchmarkLoadError, data_dir, load_benchmark
-from opteval.exit_codes import ExitCode
+from opteval.jobs.args import JobParser, UsageError, job_parser, parse, usage_error
 from opteval.sweepcore.config import ConfigError, SweepConfig, load_config, model_config
 from opteval.sweepcore.ledger import Ledger, LedgerError
 
@@ -31,46 +31,45 @@ PRESETS: dict[str, tuple[str, ...]] = {"paper": ("table1", "paper", "figure4", "
 OUT_FOLDER = "paper_report"
 
 
-class UsageError(ValueError):
-    pass
-
-
 def wants(argv: list[str]) -> bool:
     """Whether a report command line asks for the merged report (jobs/report.py dispatches)."""
     return any(a == "--preset" or a.startswith("--preset=") or (a.startswith("sweep.name=") and "," in a)
                for a in argv)
 
 
+def build_parser() -> JobParser:
+    """The merged report's line (``opteval report`` with several sweeps): ``--preset`` (repeatable),
+    ``--out``, the sweep names and overrides."""
+    parser = job_parser("report", __doc__ or "", unknown="unknown option {arg} for a merged report (known: {known})")
+    parser.add_argument("--preset", action="append", default=[])
+    parser.add_argument("--out")
+    return parser
+
+
 def split_args(argv: list[str]) -> tuple[list[str], bool, Path | None, list[str]]:
-    """(sweep names, from a preset, --out, the rest of the dotlist)."""
-    names: list[str] = []
-    preset = False
-    out: Path | None = None
+    """(sweep names, from a preset, --out, the rest of the dotlist). The names keep the order of
+    the line: each ``--preset`` and ``sweep.name=`` adds its own where it stands."""
+    args = parse(build_parser(), argv)
+    assert args is not None, "--help is answered before split_args"
+    for flag, value in [("--preset", v) for v in args.preset] + [("--out", args.out)]:
+        if value is not None and not value:
+            raise UsageError(f"{flag} needs a value")
+    for value in args.preset:
+        if value not in PRESETS:
+            raise UsageError(f"--preset {value!r} is not known (known: {', '.join(PRESETS)})")
+    at = [i for i, a in enumerate(argv) if a == "--preset" or a.startswith("--preset=")]
+    sources: list[tuple[int, list[str]]] = [(i, list(PRESETS[v])) for i, v in zip(at, args.preset)]
     rest: list[str] = []
-    it = iter(argv)
-    for arg in it:
-        name, eq, value = arg.partition("=")
-        if name in ("--preset", "--out"):
-            if not eq:
-                value = next(it, "")
-            if not value:
-                raise UsageError(f"{name} needs a value")
-            if name == "--out":
-                out = Path(value)
-            elif value not in PRESETS:
-                raise UsageError(f"--preset {value!r} is not known (known: {', '.join(PRESETS)})")
-            else:
-                names += PRESETS[value]
-                preset = True
-        elif name == "sweep.name":
-            names += [n.strip() for n in value.split(",") if n.strip()]
-        elif arg.startswith("--"):
-            raise UsageError(f"unknown option {arg} for a merged report (known: --preset, --out)")
+    for arg in args.overrides:
+        name, _, value = arg.partition("=")
+        if name == "sweep.name":
+            sources.append((argv.index(arg), [n.strip() for n in value.split(",") if n.strip()]))
         else:
             rest.append(arg)
+    names = [n for _, group in sorted(sources, key=lambda s: s[0]) for n in group]
     if not names:
         raise UsageError("name the sweeps: sweep.name=A,B,... or --preset paper")
-    return list(dict.fromkeys(names)), preset, out, rest
+    return list(dict.fromkeys(names)), bool(args.preset), Path(args.out) if args.out else None, rest
 
 
 def grading_of(manifest: dict[str, Any], benchmarks: list[str], where: str) -> dict[str, str]:
@@ -160,8 +159,7 @@ def run_merged(argv: list[str]) -> int:
         models = sorted(set(merged.cells["model"]))
         written = write_paper(merged, target, model_meta(models))
     except (ConfigError, LedgerError, UsageError, PaperReportError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return ExitCode.USAGE
+        return usage_error(exc)
     for note in merged.notes:
         print(f"note: {note}")
     for art in written:

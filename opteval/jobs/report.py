@@ -34,6 +34,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from opteval.exit_codes import ExitCode
+from opteval.jobs.args import JobParser, UsageError, help_asked, job_parser, parse, usage_error
 from opteval.jobs.paper_report import run_merged, wants
 from opteval.sweepcore.config import ConfigError, SweepConfig, load_config, method_config, model_config
 from opteval.sweepcore.ledger import DETAIL_COLUMNS, Ledger, LedgerError, columns_without
@@ -51,39 +52,23 @@ FLAGS = ("--sync-mlflow", "--from-mlflow", "--summary")
 VALUED = ("--out", "--profile", "--compare", "--bootstrap", "--seed", "--audit")
 
 
-class UsageError(ValueError):
-    pass
+def build_parser() -> JobParser:
+    """``opteval report``'s line: the flags by name (``opts["--out"]``), the rest the sweep's
+    overrides. The other ledger readers (jobs/view.py, jobs/audit.py, jobs/export.py) build their own
+    with opteval.jobs.args the same way."""
+    parser = job_parser("report", __doc__ or "")
+    for flag in FLAGS:
+        parser.add_argument(flag, dest=flag, action="store_true")
+    for flag in VALUED:
+        parser.add_argument(flag, dest=flag)
+    return parser
 
 
-def parse_args(argv: list[str], flags: tuple[str, ...] = FLAGS, valued: tuple[str, ...] = VALUED,
-               repeated: tuple[str, ...] = ()) -> tuple[dict[str, Any], list[str]]:
-    """Split our flags from the OmegaConf dotlist (which names the sweep); the other ledger readers
-    (jobs/view.py, jobs/audit.py) pass their own ``flags`` (no value) and ``valued`` options, and
-    the ``repeated`` ones among those that collect every value given (audit's ``--ledger``)."""
-    opts: dict[str, Any] = dict.fromkeys(flags, False)
-    opts.update(dict.fromkeys(valued))
-    opts.update({name: [] for name in repeated})
-    rest: list[str] = []
-    it = iter(argv)
-    for arg in it:
-        name, eq, value = arg.partition("=")
-        if arg in flags:
-            opts[arg] = True
-        elif name in valued:
-            if not eq:
-                following = next(it, None)
-                if following is None:
-                    raise UsageError(f"{name} needs a value")
-                value = following
-            if name in repeated:
-                opts[name].append(value)
-            else:
-                opts[name] = value
-        elif arg.startswith("--"):
-            raise UsageError(f"unknown option {arg} (known: {', '.join(flags + valued)})")
-        else:
-            rest.append(arg)
-    return opts, rest
+def parse_args(argv: list[str]) -> tuple[dict[str, Any], list[str]]:
+    """(options by flag, the OmegaConf dotlist that names the sweep); ``main`` answers --help first."""
+    args = parse(build_parser(), argv)
+    assert args is not None, "--help is answered before parse_args"
+    return vars(args), args.overrides
 
 
 def model_meta(models: list[str]) -> dict[str, dict[str, Any]]:
@@ -281,8 +266,7 @@ def from_mlflow(cfg: SweepConfig) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if {"-h", "--help"} & set(argv):
-        print(__doc__.strip())
+    if help_asked(build_parser(), argv):
         return 0
     if wants(argv):  # several sweeps: the paper's results section
         return run_merged(argv)
@@ -293,8 +277,7 @@ def main(argv: list[str] | None = None) -> int:
             return from_mlflow(cfg)
         ledger = Ledger.open_existing(cfg.sweep.output_dir, cfg.sweep.name)
     except (ConfigError, LedgerError, UsageError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return ExitCode.USAGE
+        return usage_error(exc)
     try:
         return _report(cfg, ledger, opts)
     except MemoryError:  # pyarrow's ArrowMemoryError too; a kernel OOM kill cannot be answered

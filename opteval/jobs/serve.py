@@ -25,6 +25,7 @@ import time
 from typing import Any
 
 from opteval.exit_codes import ExitCode
+from opteval.jobs.args import JobParser, job_parser, parse
 
 
 def split_args(argv: list[str]) -> tuple[list[str], bool]:
@@ -39,6 +40,12 @@ def split_args(argv: list[str]) -> tuple[list[str], bool]:
         else:
             rest.append(a)
     return rest, hold
+
+
+def build_parser() -> JobParser:
+    """``opteval serve``'s line: ``--help``, then the sweep's arguments and ``hold=``, every word as
+    given (load_config names a stray ``--x``: serve has no option)."""
+    return job_parser("serve", __doc__ or "", unknown=None)
 
 
 def endpoint_line(ep: Any) -> str:
@@ -102,11 +109,10 @@ def preflight(cfg: Any) -> tuple[bool, str | None]:
 def main(argv: list[str] | None = None) -> int:
     from opteval.sweepcore.config import ConfigError, load_config
 
-    raw = list(sys.argv[1:] if argv is None else argv)
-    if {"-h", "--help"} & set(raw):
-        print(__doc__.strip())
+    line = parse(build_parser(), list(sys.argv[1:] if argv is None else argv))
+    if line is None:  # --help
         return 0
-    args, hold = split_args(raw)
+    args, hold = split_args(line.overrides)
     try:
         cfg = load_config(args)
     except ConfigError as exc:

@@ -13,8 +13,8 @@ import textwrap
 from typing import Any
 
 from opteval.evalcore.formulation import verification_lines
-from opteval.exit_codes import ExitCode
-from opteval.jobs.report import UsageError, answer_keys
+from opteval.jobs.args import JobParser, UsageError, job_parser, parse, usage_error
+from opteval.jobs.report import answer_keys
 from opteval.sweepcore.config import ConfigError, load_config
 from opteval.sweepcore.ledger import Ledger, LedgerError
 from opteval.sweepcore.ledger.models import read_model
@@ -84,39 +84,36 @@ def render(d: Any, width: int = 100) -> str:
     return "\n".join(lines)
 
 
+def build_parser() -> JobParser:
+    """``opteval show``'s line: ``--width``, then KEY and the overrides in one positional list
+    (KEY: the one word without ``=``). ``--width`` with no value is the bad value ``''``."""
+    parser = job_parser("show", __doc__ or "")
+    parser.add_argument("--width", nargs="?", const="", default="100")
+    return parser
+
+
 def main(argv: list[str] | None = None) -> int:
     from opteval.evalcore.reporting.view import detail
     from opteval.evalcore.reporting.view.model import answer_text
 
     argv = list(sys.argv[1:] if argv is None else argv)
-    if {"-h", "--help"} & set(argv):
-        print(__doc__.strip())
-        return 0
-    width = 100
-    keys: list[str] = []
-    dotlist: list[str] = []
-    it = iter(argv)
     try:
-        for arg in it:
-            if arg.startswith("--width"):
-                value = arg.partition("=")[2] or next(it, "")
-                if not value.isdigit() or int(value) < 20:
-                    raise UsageError(f"--width takes an integer >= 20, got {value!r}")
-                width = int(value)
-            elif arg.startswith("--"):
-                raise UsageError(f"unknown option {arg} (known: --width)")
-            elif "=" in arg:
-                dotlist.append(arg)
-            else:
-                keys.append(arg)
+        args = parse(build_parser(), argv)
+        if args is None:
+            return 0
+        value = args.width
+        if not value.isdigit() or int(value) < 20:
+            raise UsageError(f"--width takes an integer >= 20, got {value!r}")
+        width = int(value)
+        dotlist = [a for a in args.overrides if "=" in a]
+        keys = [a for a in args.overrides if "=" not in a]
         if len(keys) != 1:
             raise UsageError("give exactly one trajectory KEY (or a unique prefix of one); opteval show --help")
         cfg = load_config(dotlist)
         ledger = Ledger.open_existing(cfg.sweep.output_dir, cfg.sweep.name)
         row = locate(ledger, keys[0])
     except (ConfigError, LedgerError, UsageError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return ExitCode.USAGE
+        return usage_error(exc)
     answers = answer_keys(cfg, [str(row["benchmark"])])
     print(render(detail(row.to_dict(), answer_text(answers, str(row["benchmark"]), str(row["problem_id"]))), width))
     fp = row.get("model_fingerprint")

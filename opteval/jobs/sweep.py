@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from opteval.exit_codes import ExitCode
+from opteval.jobs.args import JobParser, job_parser, parse
 
 if TYPE_CHECKING:
     from opteval.sweepcore.config import SweepConfig
@@ -99,6 +100,12 @@ def config_sections(path: Path) -> list[str]:
     return lines
 
 
+def build_parser() -> JobParser:
+    """``opteval sweep``'s line: ``--help`` (``usage()``, read when asked), then the optional YAML and
+    the overrides, every word as given (load_config names a stray ``--x``: it has no option)."""
+    return job_parser("sweep", usage, unknown=None)
+
+
 def main(argv: list[str] | None = None) -> int:
     from opteval.cluster.driver import signals
 
@@ -122,13 +129,12 @@ def _main(argv: list[str] | None) -> int:
     from opteval.sweepcore.config import ConfigError, load_config, overridden
     from opteval.sweepcore.ledger import CommitError, ConfigChangedError, LedgerError
 
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if {"-h", "--help"} & set(argv):
-        print(usage())
+    args = parse(build_parser(), list(sys.argv[1:] if argv is None else argv))
+    if args is None:  # --help
         return 0
     try:
         signals.step("reading the config")
-        cfg = load_config(argv)
+        cfg = load_config(args.overrides)
         check_job_storage(cfg)
         if cfg.plan_only:
             return plan_only(cfg)

@@ -18,27 +18,37 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import pyarrow.compute as pc
 
 from opteval.exit_codes import ExitCode
-from opteval.jobs.report import UsageError, answer_keys, check_out_dir, default_out, no_plan_message, parse_args
+from opteval.jobs.args import JobParser, UsageError, job_parser, parse, usage_error
+from opteval.jobs.report import answer_keys, check_out_dir, default_out, no_plan_message
 from opteval.sweepcore.config import ConfigError, load_config
 from opteval.sweepcore.ledger import Ledger, LedgerError
 
-FLAGS = ("--mlflow",)
-VALUED = ("--out", "--max-pages", "--audit")
+
+def build_parser() -> JobParser:
+    """``opteval view``'s line: the flags by name (``opts["--out"]``), the rest the sweep's overrides."""
+    parser = job_parser("view", __doc__ or "")
+    parser.add_argument("--mlflow", dest="--mlflow", action="store_true")
+    for flag in ("--out", "--max-pages", "--audit"):
+        parser.add_argument(flag, dest=flag)
+    return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     from opteval.evalcore.reporting.view import DEFAULT_MAX_PAGES, SHARD_DIR, write_site
 
     argv = list(sys.argv[1:] if argv is None else argv)
-    if {"-h", "--help"} & set(argv):
-        print(__doc__.strip())
-        return 0
+    opts: dict[str, Any] = {}
     try:
-        opts, rest = parse_args(argv, FLAGS, VALUED)
+        args = parse(build_parser(), argv)
+        if args is None:
+            return 0
+        opts = vars(args)
+        rest = args.overrides
         max_pages = DEFAULT_MAX_PAGES if opts["--max-pages"] is None else int(opts["--max-pages"])
         if max_pages < 0:
             raise UsageError(f"--max-pages must be at least 0, got {max_pages}")
@@ -52,11 +62,9 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:
         if not isinstance(exc, (ConfigError, UsageError)):
             exc = UsageError(f"--max-pages takes an integer, got {opts.get('--max-pages')!r}")
-        print(f"error: {exc}", file=sys.stderr)
-        return ExitCode.USAGE
+        return usage_error(exc)
     except (ConfigError, LedgerError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return ExitCode.USAGE
+        return usage_error(exc)
     keys = answer_keys(cfg, sorted(pc.unique(plan.column("benchmark")).to_pylist()))
     if opts["--audit"] and not (Path(opts["--audit"]) / "audit.parquet").is_file():
         print(f"error: --audit {opts['--audit']}: no audit.parquet (write one with opteval audit ... --out DIR)",
