@@ -17,7 +17,9 @@ hosting models), ``interactive`` (a RayCluster for ``ray job submit``).
 ``build`` is a minimal kustomize (resources, components, namespace, merge patches matched
 by kind and name, JSON 6902 patches with a kind/name target) so the overlays can be checked
 where ``kubectl`` is not installed; with kubectl, use ``kubectl kustomize
-k8s/overlays/<name>`` (the tests check both agree).
+k8s/overlays/<name>`` (the tests check both agree). RFC 6902 is the jsonpatch library's; what is
+left by hand is kustomize's own walk (resources, components, targets) and RFC 7386's few lines:
+kustomize is a Go program and no maintained Python package implements it.
 """
 from __future__ import annotations
 
@@ -32,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import jsonpatch
 import yaml
 
 from opteval.exit_codes import ExitCode
@@ -468,46 +471,18 @@ def _merge(base: Any, patch: Any) -> Any:
     return out
 
 
-def _pointer(path: str) -> list[str]:
-    return [p.replace("~1", "/").replace("~0", "~") for p in path.split("/")[1:]]
-
-
 def _json6902(doc: Any, ops: list[dict[str, Any]], where: str) -> Any:
-    """RFC 6902 add / replace / remove / test (what the components use)."""
-    doc = copy.deepcopy(doc)
+    """RFC 6902 (the jsonpatch library), one operation at a time so an error names the one that failed."""
     for op in ops:
-        *parents, last = _pointer(op["path"])
-        node = doc
-        for p in parents:
-            try:
-                node = node[int(p)] if isinstance(node, list) else node[p]
-            except (KeyError, IndexError, ValueError) as exc:
-                raise KustomizeError(f"{where}: path {op['path']} not found") from exc
-        kind = op["op"]
-        if isinstance(node, list):
-            i = len(node) if last == "-" else int(last)
-            if kind == "add":
-                node.insert(i, copy.deepcopy(op["value"]))
-                continue
-            if i >= len(node):
-                raise KustomizeError(f"{where}: path {op['path']} not found")
-            cur_has, cur = True, node[i]
-        else:
-            cur_has, cur = last in node, node.get(last)
-        if kind == "add" and not isinstance(node, list):
-            node[last] = copy.deepcopy(op["value"])
-        elif kind == "test":
-            if not cur_has or cur != op["value"]:
-                raise KustomizeError(f"{where}: test {op['path']} == {op['value']!r} failed (found {cur!r})")
-        elif kind in ("replace", "remove"):
-            if not cur_has:
-                raise KustomizeError(f"{where}: path {op['path']} not found")
-            if kind == "remove":
-                node.pop(int(last) if isinstance(node, list) else last)
-            else:
-                node[int(last) if isinstance(node, list) else last] = copy.deepcopy(op["value"])
-        else:
-            raise KustomizeError(f"{where}: unsupported op {kind!r}")
+        try:
+            doc = jsonpatch.apply_patch(doc, [op])
+        except jsonpatch.JsonPatchTestFailed as exc:
+            found = jsonpatch.JsonPointer(op["path"]).resolve(doc, None)
+            raise KustomizeError(f"{where}: test {op['path']} == {op.get('value')!r} failed (found {found!r})") from exc
+        except jsonpatch.InvalidJsonPatch as exc:
+            raise KustomizeError(f"{where}: unsupported op {op.get('op')!r} ({exc})") from exc
+        except (jsonpatch.JsonPatchConflict, jsonpatch.JsonPointerException) as exc:
+            raise KustomizeError(f"{where}: path {op.get('path')} not found ({exc})") from exc
     return doc
 
 
