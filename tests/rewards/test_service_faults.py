@@ -33,16 +33,39 @@ def _descendants(pid: int, needle: str) -> list[psutil.Process]:
     return out
 
 
+def _victims(pid: int, needle: str) -> list[psutil.Process]:
+    victims = _descendants(pid, needle)
+    if needle == "SandboxRunner":
+        return victims
+    # the fork server itself (a replica's child), not its forked children
+    runners = {r.pid for r in _descendants(pid, "SandboxRunner")}
+    out = []
+    for v in victims:
+        try:
+            if v.ppid() in runners:
+                out.append(v)
+        except psutil.Error:
+            pass
+    return out
+
+
 def _kill_later(pid: int, needle: str, after_s: float, killed: list[int]) -> threading.Thread:
     def run() -> None:
         time.sleep(after_s)
-        victims = _descendants(pid, needle)
-        if needle != "SandboxRunner":  # the fork server itself (a replica's child), not its forked children
-            runners = {r.pid for r in _descendants(pid, "SandboxRunner")}
-            victims = [v for v in victims if v.ppid() in runners]
-        if victims:
-            victims[0].send_signal(signal.SIGKILL)
-            killed.append(victims[0].pid)
+        deadline = time.monotonic() + 10.0
+        while not killed and time.monotonic() < deadline:
+            # The fork server's forked children carry its command line and exit within
+            # milliseconds: any of them may vanish between the listing and the look at its
+            # parent, so each is asked on its own and a vanished one is skipped.
+            for victim in _victims(pid, needle):
+                try:
+                    victim.send_signal(signal.SIGKILL)
+                except psutil.Error:
+                    continue
+                killed.append(victim.pid)
+                break
+            else:
+                time.sleep(0.2)
 
     t = threading.Thread(target=run, daemon=True)
     t.start()
