@@ -105,6 +105,33 @@ def test_plan_table_and_summary_match_the_item_by_item_recording(tmp_path):
     old = hashlib.sha256("\n".join(sorted(p.key for p in items)).encode()).hexdigest()
     assert _sorted_keys_sha256(want.column("key"), chunk=100) == old
     assert _sorted_keys_sha256(pa.chunked_array([], type=pa.string())) == hashlib.sha256(b"").hexdigest()
+    # chunk by chunk (one per group, ranges apart) and the one-sort fallback give the same digest
+    assert plan.key_array().num_chunks > 1 and _sorted_keys_sha256(plan.key_array(), chunk=7) == old
+    assert _sorted_keys_sha256(sub.key_array()) == \
+        hashlib.sha256("\n".join(sorted(p.key for p in items[::2])).encode()).hexdigest()
+    overlapping = pa.chunked_array([["b", "d"], [], ["a", "c"], ["e"]])
+    assert _sorted_keys_sha256(overlapping, chunk=1) == hashlib.sha256(b"a\nb\nc\nd\ne").hexdigest()
+    # the plan written a piece at a time is the same table
+    for whole, p in ((want, plan), (want.take(list(range(0, len(items), 2))), sub)):
+        pieces = list(p.iter_tables(PLAN_SCHEMA, max_rows=5))
+        assert len(pieces) > 1 and pa.concat_tables(pieces).equals(whole)
+    assert list(remaining(plan, {p.key for p in items}).iter_tables(PLAN_SCHEMA)) == []
+
+
+def test_record_plan_writes_the_plan_in_pieces_and_reads_it_back(tmp_path):
+    from opteval.sweepcore.config import resolved, sweep_fingerprint
+    from opteval.sweepcore.ledger import PLAN_SCHEMA, Ledger
+
+    cfg = _cfg()
+    res = resolved(cfg)
+    plan = expand_plan(cfg, IDS)
+    led = Ledger.open(str(tmp_path), cfg.sweep.name, res, sweep_fingerprint(res))
+    summary = led.record_plan(plan)
+    assert summary["total"] == len(plan)
+    assert led.read_plan().equals(plan.to_table(PLAN_SCHEMA))
+    assert led.record_plan(list(plan))["keys_sha256"] == summary["keys_sha256"]  # items, one table
+    empty = remaining(plan, {p.key for p in plan})
+    assert led.record_plan(empty)["total"] == 0 and led.read_plan().num_rows == 0
 
 
 def test_by_model_groups_the_pending_items_once_in_plan_order():
@@ -118,3 +145,21 @@ def test_by_model_groups_the_pending_items_once_in_plan_order():
         assert list(items) == [p for p in pending if p.model == model]
     assert sum(len(v) for v in groups.values()) == len(plan) - 2
     assert by_model(list(pending)) == {m: list(v) for m, v in groups.items()}
+
+
+def test_remaining_against_sorted_committed_keys_matches_the_set_path():
+    """Sorted committed keys (the ledger's at open) are tested group by group; unsorted ones by
+    one hash table: both give what a Python set gives."""
+    import pyarrow as pa
+
+    plan = expand_plan(_cfg(), IDS)
+    items = list(plan)
+    first = {p.key for p in items if (p.model, p.method, p.benchmark) == (items[0].model, items[0].method, items[0].benchmark)}
+    done = sorted({p.key for p in items[::3]} | first | {"zz-not-planned", "a-not-planned"})
+    want = [p for p in items if p.key not in set(done)]
+    for values in (pa.array(done), pa.array(done[::-1]), pa.chunked_array([done[:5], done[5:]]),
+                   pa.array([], type=pa.string()), pa.array(done[:1])):
+        kept = set(values.to_pylist())
+        assert list(remaining(plan, values)) == [p for p in items if p.key not in kept]
+    assert list(remaining(plan, pa.array(done))) == want
+    assert list(remaining(remaining(plan, pa.array(done[:7])), pa.array(done))) == want  # a subset of a plan

@@ -57,7 +57,7 @@ import json
 import os
 import uuid
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import pyarrow as pa
@@ -527,6 +527,21 @@ class Ledger(ManifestMixin):
             self._make_parent(final)
             self._make_parent(tmp)
             pq.write_table(table, tmp, filesystem=self.fs, compression="zstd")
+            self._publish(tmp, final)
+
+        self._guard_write(final, write, tmp=tmp)
+
+    def _atomic_write_tables(self, schema: pa.Schema, tables: Iterable[pa.Table], final: str) -> None:
+        """One Parquet file from ``tables`` written one after another (a row group or more
+        each), published whole as :meth:`_atomic_write_table` does: only one piece in memory."""
+        tmp = self._tmp_path(final)
+
+        def write() -> None:
+            self._make_parent(final)
+            self._make_parent(tmp)
+            with pq.ParquetWriter(tmp, schema, filesystem=self.fs, compression="zstd") as writer:
+                for table in tables:
+                    writer.write_table(table)
             self._publish(tmp, final)
 
         self._guard_write(final, write, tmp=tmp)
