@@ -5,7 +5,7 @@
 
 Builds a ledger with half the keys (``--committed``: that share) committed in batches of ``--batch`` x scale rows (as a
 sweep would, compaction included, the same number of files at every scale; not timed), then
-times what a resumed driver does: expand the plan, open the ledger (load committed keys),
+times what a resumed driver does: open the ledger (load committed keys), expand the plan,
 record the plan, compute the remaining keys. Reports the driver's peak RSS
 (``resource.getrusage``) and, as the same-run baseline, the time to hash every plan key once
 with ``opteval.evalcore.records.trajectory_key`` (the least any plan must do). Targets: paper scale
@@ -96,10 +96,12 @@ def resume(tmp: Path, out: Path, scale: int, share: Fraction) -> None:
     res = resolved(cfg)
     fp = sweep_fingerprint(res)
     t1 = time.perf_counter()
-    plan = expand_plan(cfg, ids)
-    t2 = time.perf_counter()
+    # in the driver's order (opteval.cluster.driver.prepare): the ledger and its committed keys
+    # first, then the plan
     led = Ledger.open(str(out), name, res, fp)
     committed = led.committed_array()  # what the driver's prepare() holds (Prepared.committed)
+    t2 = time.perf_counter()
+    plan = expand_plan(cfg, ids)
     t3 = time.perf_counter()
     led.record_plan(plan)
     t4 = time.perf_counter()
@@ -114,7 +116,7 @@ def resume(tmp: Path, out: Path, scale: int, share: Fraction) -> None:
         (len(plan), len(committed), n_todo)
     assert sum(counts.values()) == n_todo
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(json.dumps({"keys": len(plan), "config": t1 - t0, "expand": t2 - t1, "committed": t3 - t2,
+    print(json.dumps({"keys": len(plan), "config": t1 - t0, "committed": t2 - t1, "expand": t3 - t2,
                       "record_plan": t4 - t3, "remaining": t5 - t4, "total": t5 - t0, "peak_mb": peak_mb}))
 
 

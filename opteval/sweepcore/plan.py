@@ -264,19 +264,14 @@ def check_plan_size(cfg: SweepConfig, per_bench: dict[str, tuple[int, int]]) -> 
     return total
 
 
-def expand_plan(cfg: SweepConfig, problem_ids: dict[str, list[str]]) -> Plan:
-    """All planned trajectories, model-major; ``problem_ids[slug]`` in benchmark order.
-
-    Samples per benchmark: ``samples.per_benchmark[slug]``, else the benchmark yaml's
-    ``samples``, else ``samples.default``. ``limit_problems`` keeps the first N ids.
-    Keys are computed one (model, method, benchmark) at a time and kept as Arrow strings,
-    so memory grows by ~80 bytes per key, not by a Python object per item.
-    """
+def check_plan(cfg: SweepConfig, problem_ids: dict[str, list[str]]) -> dict[str, tuple[list[str], int]]:
+    """The (problem ids, samples) each benchmark plans, checked (no ids missing or repeated, the
+    plan under :data:`MAX_PLANNED`) before any key is made: the driver asks before it opens the
+    ledger, so a plan that cannot be made never touches it."""
     missing = [b for b in cfg.benchmarks if b not in problem_ids]
     if missing:
         raise ConfigError(f"benchmarks: no problem ids given for {', '.join(missing)}")
     limit = cfg.limit_problems
-    sweep = cfg.sweep.name
     per_bench = {}
     for b in cfg.benchmarks:
         pids = [str(p) for p in problem_ids[b]]
@@ -285,6 +280,19 @@ def expand_plan(cfg: SweepConfig, problem_ids: dict[str, list[str]]) -> Plan:
             raise ConfigError(f"benchmarks: problem id {dup!r} appears twice in {b}")
         per_bench[b] = (pids[:limit] if limit is not None else pids, samples_for(cfg, b))
     check_plan_size(cfg, {b: (len(p), n) for b, (p, n) in per_bench.items()})
+    return per_bench
+
+
+def expand_plan(cfg: SweepConfig, problem_ids: dict[str, list[str]]) -> Plan:
+    """All planned trajectories, model-major; ``problem_ids[slug]`` in benchmark order.
+
+    Samples per benchmark: ``samples.per_benchmark[slug]``, else the benchmark yaml's
+    ``samples``, else ``samples.default``. ``limit_problems`` keeps the first N ids.
+    Keys are computed one (model, method, benchmark) at a time and kept as Arrow strings,
+    so memory grows by ~80 bytes per key, not by a Python object per item.
+    """
+    per_bench = check_plan(cfg, problem_ids)
+    sweep = cfg.sweep.name
     groups: list[_Group] = []
     start = 0
     item_fingerprint = item_fingerprinter(cfg)
