@@ -34,6 +34,7 @@ import pyarrow.compute as pc
 
 from opteval.evalcore.problems import get_entry, load_problem_ids
 from opteval.sweepcore.config import ConfigError, SweepConfig, item_fingerprinter, methods_for, samples_for
+from opteval.sweepcore.sorted_strings import SortedStrings
 
 
 @dataclass(frozen=True, slots=True)
@@ -361,7 +362,7 @@ def _committed_mask(plan: Plan, values: pa.Array) -> np.ndarray:
     ordered = n < 2 or bool(pc.all(pc.less_equal(values.slice(0, n - 1), values.slice(1))).as_py())
     if not ordered:
         return pc.is_in(plan.key_array(), value_set=values).to_numpy(zero_copy_only=False)
-    probe = _Sorted(values)
+    probe = SortedStrings(values)
     masks = []
     for keys in plan.key_array().chunks:
         if not len(keys):
@@ -374,21 +375,6 @@ def _committed_mask(plan: Plan, values: pa.Array) -> np.ndarray:
         else:
             masks.append(pc.is_in(keys, value_set=values.slice(lo, hi - lo)).to_numpy(zero_copy_only=False))
     return np.concatenate(masks) if masks else np.zeros(0, dtype=bool)
-
-
-class _Sorted:
-    """A sorted Arrow string array as a sequence of str, for :mod:`bisect`."""
-
-    __slots__ = ("array",)
-
-    def __init__(self, array: pa.Array) -> None:
-        self.array = array
-
-    def __len__(self) -> int:
-        return len(self.array)
-
-    def __getitem__(self, i: int) -> str:
-        return self.array[i].as_py()
 
 
 def registry_counts(cfg: SweepConfig, missing: list[str]) -> dict[tuple[str, str, str], int]:

@@ -15,22 +15,9 @@ from collections.abc import Iterable, Iterator, Set
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from opteval.sweepcore.sorted_strings import SortedStrings
+
 _ITER_CHUNK = 1 << 16
-
-
-class _Probe:
-    """The sorted array seen as a sequence of str, for :func:`bisect.bisect_left`."""
-
-    __slots__ = ("array",)
-
-    def __init__(self, array: pa.Array) -> None:
-        self.array = array
-
-    def __len__(self) -> int:
-        return len(self.array)
-
-    def __getitem__(self, i: int) -> str:
-        return self.array[i].as_py()
 
 
 def _sorted(keys: pa.Array | pa.ChunkedArray | None) -> pa.Array:
@@ -48,7 +35,7 @@ class KeySet(Set[str]):
 
     def __init__(self, keys: pa.Array | pa.ChunkedArray | None = None) -> None:
         self._base = _sorted(keys)
-        self._probe = _Probe(self._base)
+        self._probe = SortedStrings(self._base)
         self._added: set[str] = set()
         self._removed: set[str] = set()
 
