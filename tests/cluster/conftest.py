@@ -80,7 +80,9 @@ def sweep_args(out: Path, name: str, port: int, *extra: str, models: str = "[sim
         "benchmarks=[sample]", f"limit_problems={limit}", f"samples.default={samples}",
         f"serving.http_port={port}", "progress.interval_s=1", "sweep.commit_batch=2",
         "sweep.commit_interval_s=0.5", "cluster.workers=2", "cluster.executors=2",
-        f"tracking.uri=sqlite:///{out}/mlflow.db", *extra,
+        # a local SQLite store is never "hung": on a loaded CI machine its first migration alone can
+        # pass the default 30 s bound, which turns tracking off and leaves the runs without metrics
+        f"tracking.uri=sqlite:///{out}/mlflow.db", "tracking.timeout_s=300", *extra,
     ]
 
 

@@ -93,6 +93,7 @@ def test_truncated_calls_per_cell_and_the_command_line_max_tokens_reach_the_serv
     # the command line beat the model YAML's 512, in every request (the preflight's included), and said so
     assert len(bodies) == 4 and {b["max_tokens"] for b in bodies} == {128}
     assert "sampling.max_tokens=128 (command line) over its YAML's 512" in out
+    assert "[sweep] MLflow holds every result of this sweep" in out, out[-3000:] + err[-2000:]
     header = next(ln for ln in out.splitlines() if ln.startswith("| model | method | benchmark |"))
     row = next(ln for ln in out.splitlines() if ln.startswith("| trunc | direct | sample |"))
     cells = dict(zip([c.strip() for c in header.strip("|").split("|")], [c.strip() for c in row.strip("|").split("|")]))
