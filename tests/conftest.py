@@ -11,6 +11,8 @@ import asyncio
 import os
 import platform
 import subprocess
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
 
 import pytest
@@ -68,16 +70,40 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.integration)
 
 
-@pytest.fixture(autouse=True)
-def _fast_tier_starts_no_subprocess(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
-    if any(request.node.get_closest_marker(tier) for tier in SLOW_TIERS):
-        return
-    node = request.node.nodeid
+@contextmanager
+def _no_subprocess(node: str) -> Iterator[None]:
+    original = subprocess.Popen.__init__
 
     def refuse(self: subprocess.Popen, args: object, *rest: object, **kw: object) -> None:
         pytest.fail(f"{node} starts a subprocess ({args!r:.120}): mark it `integration` (docs/testing.md)")
 
-    monkeypatch.setattr(subprocess.Popen, "__init__", refuse)
+    subprocess.Popen.__init__ = refuse  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        subprocess.Popen.__init__ = original  # type: ignore[method-assign]
+
+
+def _guarded(item: pytest.Item) -> AbstractContextManager[None]:
+    """The guard for a fast-tier item. It wraps the whole setup phase, so a module- or session-
+    scoped fixture that starts a process is caught too: an autouse function fixture runs after
+    those, and a fork server started there once hid it from every later test of the module (the
+    order pytest-xdist deals the tests in then decided which test failed)."""
+    if any(item.get_closest_marker(tier) for tier in SLOW_TIERS):
+        return nullcontext()
+    return _no_subprocess(item.nodeid)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_setup(item: pytest.Item) -> Iterator[None]:
+    with _guarded(item):
+        yield
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+    with _guarded(item):
+        yield
 
 
 def find_benchmarks() -> Path | None:

@@ -16,7 +16,7 @@ REPO = Path(__file__).resolve().parents[2]
 README = REPO / "README.md"
 MAX_README_LINES = 150
 DEMO = "python -m pip install -e . && python jobs/sweep.py"
-TEST = "python -m pip install -e '.[test]' && python -m pytest -q tests"
+TEST = "python -m pip install -e '.[test]' && python -m pytest -q -n auto tests"
 
 # Built from pieces so this file does not match itself.
 OUTSIDE = re.compile("|".join([re.escape(".." + "/shared"), re.escape("shared" + "/papers"),
