@@ -22,6 +22,9 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.compute as pc
+
 from opteval.evalcore.records import STATUS_ERROR
 
 # a transcript entry's fields that format 2 keeps in the call struct (and the entry's own index)
@@ -169,6 +172,36 @@ def transcript_of(calls_v: Any, transcript_v: Any) -> list[dict[str, Any]]:
         if not entry_only:
             i += 1
     return out
+
+
+# the executions' text a summary never reads: the program and its output tails (~4 KB a run)
+EXEC_TEXT = ("code", "stdout_tail", "stderr_tail")
+
+
+def without_exec_text(batch: pa.RecordBatch, fields: tuple[str, ...] = EXEC_TEXT) -> pa.RecordBatch:
+    """``batch`` with the ``execs`` structs' ``fields`` set to null, before it becomes Python.
+
+    Why: a reader that only counts (the report) would otherwise turn every run's program and
+    output into Python strings and drop them: at 589,116 rows that churn, not the values kept,
+    set the report's peak memory. Same schema, so readers see ``None`` where the text was.
+    Format 1 (JSON text) is returned as it is."""
+    i = batch.schema.get_field_index("execs")
+    if i < 0:
+        return batch
+    col = batch.column(i)
+    if not (pa.types.is_list(col.type) and pa.types.is_struct(col.type.value_type)):
+        return batch
+    # a scanned batch is a slice: rebase its offsets on the values it covers (a fresh array)
+    start, end = col.offsets[0].as_py(), col.offsets[-1].as_py()
+    offsets = pc.subtract(col.offsets, pa.scalar(start, col.offsets.type))
+    values = col.values.slice(start, end - start)
+    struct = values.type
+    children = [pa.nulls(len(values), struct.field(j).type) if struct.field(j).name in fields else values.field(j)
+                for j in range(struct.num_fields)]
+    slim = pa.StructArray.from_arrays(children, fields=list(struct),
+                                      mask=values.is_null() if values.null_count else None)
+    lists = pa.ListArray.from_arrays(offsets, slim, type=col.type, mask=col.is_null() if col.null_count else None)
+    return batch.set_column(i, batch.schema.field(i), lists)
 
 
 def error_message(v: Any) -> str | None:

@@ -186,6 +186,7 @@ def report_rows(ledger: Ledger, methods: list[str], batch_rows: int = BATCH_ROWS
     transcripts are 95% of a row's bytes and only SemOPT's tables read them (its candidates'
     annotations): those are taken in one filtered streaming pass over the SemOPT methods' rows; no
     other row's transcript is ever read."""
+    from opteval.evalcore.ledger_detail import without_exec_text
     from opteval.evalcore.reporting.frame import reduce_rows, semopt_annotations
 
     sem = semopt_methods(methods)
@@ -196,7 +197,8 @@ def report_rows(ledger: Ledger, methods: list[str], batch_rows: int = BATCH_ROWS
             for key, text, calls in zip(*(batch.column(i).to_pylist() for i in range(3))):
                 annotations[key] = semopt_annotations(text, calls)  # a key read twice: its last row, as read_table
     columns = columns_without(*DETAIL_COLUMNS) + ["calls", "execs"]
-    parts = [reduce_rows(batch.to_pandas(), annotations) for batch in ledger.scan(columns, batch_rows)]
+    parts = [reduce_rows(without_exec_text(batch).to_pandas(), annotations)
+             for batch in ledger.scan(columns, batch_rows)]
     if not parts:
         return reduce_rows(ledger.read_table(columns=columns).to_pandas(), annotations)
     return pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]

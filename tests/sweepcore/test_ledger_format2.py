@@ -189,3 +189,39 @@ def test_a_regraded_rows_note_is_a_harness_note_and_its_completion_kept(tmp_path
 def test_absent_values_decode_as_empty(value):
     assert D.calls_of(value) == D.execs_of(value) == D.transcript_of(value, value) == []
     assert D.error_message(value if value != "[]" else None) is None
+
+
+def test_without_exec_text_nulls_only_the_program_and_its_output(tmp_path):
+    rows = [_row(conversation(3), key="k0"), _row(conversation(1), key="k1"), _row(conversation(4), key="k2")]
+    rows[1]["execs"] = None  # a row that ran nothing
+    led = _commit(tmp_path, rows)
+    [batch] = led.read_table().to_batches()
+    execs = batch.column("execs")  # and a null list beside them, as an older writer may leave
+    nulled = pa.array([None if i == 1 else v for i, v in enumerate(execs.to_pylist())], type=execs.type)
+    batch = batch.set_column(batch.schema.get_field_index("execs"), "execs", nulled)
+    for part in (batch, batch.slice(1), batch.slice(1, 1), batch.slice(2)):  # a slice's offsets do not start at 0
+        slim = D.without_exec_text(part)
+        assert slim.schema.equals(part.schema)
+        for before, after in zip(part.column("execs").to_pylist(), slim.column("execs").to_pylist()):
+            if not before:  # no run: None or [] stays what it was
+                assert after == before
+                continue
+            assert [{k: v for k, v in e.items() if k not in D.EXEC_TEXT} for e in before] == \
+                   [{k: v for k, v in e.items() if k not in D.EXEC_TEXT} for e in after]
+            assert all(e[k] is None for e in after for k in D.EXEC_TEXT)
+            assert any(e["code"] for e in before)  # there was text to drop
+    # format 1 (JSON text) is left as it is
+    f1 = _commit(tmp_path / "f1", [_row(conversation(2))], fmt=1).read_table().to_batches()[0]
+    assert D.without_exec_text(f1) is f1
+
+
+def test_scan_reads_file_by_file_in_order_with_absent_columns_null(tmp_path):
+    led = _commit(tmp_path, [_row(conversation(1), key=f"k{i}") for i in range(3)])
+    for i in range(3, 9):
+        led.commit([_row(conversation(1), key=f"k{i}")])
+    want = led.read_table(columns=["key"]).column("key").to_pylist()
+    got = [k for b in led.scan(["key", "execs"], batch_rows=2) for k in b.column("key").to_pylist()]
+    assert got == want and len(got) == 9
+    picked = [k for b in led.scan(["key"], filter=pa.compute.field("key").isin(["k1", "k7"]))
+              for k in b.column("key").to_pylist()]
+    assert sorted(picked) == ["k1", "k7"]

@@ -367,13 +367,19 @@ class Ledger(ManifestMixin):
 
     def scan(self, columns: list[str], batch_rows: int = 8192, filter: Any = None) -> Iterator[pa.RecordBatch]:
         """The committed rows' ``columns`` one record batch at a time, for readers that aggregate as
-        they go (their memory then depends on the batch, not on the ledger's size). Read ahead is
-        kept to one fragment and one batch, so the batches in flight stay few. ``filter`` as in
-        :meth:`read_table`."""
+        they go (their memory then depends on the batch, not on the ledger's size). ``filter`` as in
+        :meth:`read_table`.
+
+        One scanner per file, in the files' order. Why: one scanner over the whole dataset reads
+        ahead of a slow consumer until its queue holds about 1 GiB of decoded batches (Acero's
+        back-pressure mark), whatever ``batch_readahead`` says. A report reducing 589,116 rows
+        peaked at 6.3 GB with it; a file's scanner holds at most that file."""
         dataset = self._dataset()
         if dataset is None:
             return
-        yield from dataset.to_batches(columns=columns, filter=filter, batch_size=batch_rows,
+        for path in dataset.files:
+            one = ds.dataset([path], schema=dataset.schema, format="parquet", filesystem=self.fs)
+            yield from one.to_batches(columns=columns, filter=filter, batch_size=batch_rows,
                                       batch_readahead=1, fragment_readahead=1)
 
     def _dataset(self) -> ds.Dataset | None:
