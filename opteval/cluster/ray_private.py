@@ -47,6 +47,7 @@ class RayPrivateAPIError(RuntimeError):
 
 
 def installed_version() -> str:
+    # deferred: Ray is heavy; callers have started it already
     import ray
 
     return str(ray.__version__)

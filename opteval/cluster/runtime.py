@@ -90,6 +90,7 @@ def init_with_retries(kwargs: dict[str, Any], *, attempts: int | None = None, ba
     retry (the driver passes its signal checkpoint: a signal there ends the start-up, exit 130).
     A ``SystemExit`` (Ray's own SIGTERM handler) is never retried. After the last attempt:
     :class:`RayStartupError` naming the cause."""
+    # deferred: plan_only imports this module and must not load Ray
     import ray
 
     attempts = max(1, STARTUP_ATTEMPTS if attempts is None else int(attempts))
@@ -194,6 +195,7 @@ def _local_init_kwargs(num_cpus: int | None, dashboard: bool) -> dict[str, Any]:
 
 def ray_initialized() -> bool:
     """This process is connected to a Ray already (a sweep run in-process after another)."""
+    # deferred: plan_only imports this module and must not load Ray
     import ray
 
     return bool(ray.is_initialized())
@@ -204,6 +206,7 @@ def connect(cfg_address: str | None = None, num_cpus: int | None = None, dashboa
     """Join the configured/ambient cluster, or start a local one (its services on loopback);
     reuse an initialized Ray. Start-up timeouts are retried (:func:`init_with_retries`), then
     :class:`RayStartupError`."""
+    # deferred: plan_only imports this module and must not load Ray
     import ray
 
     if ray.is_initialized():
@@ -253,6 +256,7 @@ def disconnect(rt: RayRuntime) -> None:
     graceful shutdown and end every local run on a "graceful_shutdown failed" raylet line.
     On a cluster we joined, Serve belongs to the cluster and is left alone.
     """
+    # deferred: plan_only imports this module and must not load Ray
     import ray
 
     if rt.connected_here and ray.is_initialized():
@@ -261,6 +265,7 @@ def disconnect(rt: RayRuntime) -> None:
 
 def available_cpus() -> int:
     """CPUs the cluster offers in total (not just free), at least 1."""
+    # deferred: plan_only imports this module and must not load Ray
     import ray
 
     return max(1, int(ray.cluster_resources().get("CPU", 1)))
@@ -312,6 +317,7 @@ def executor_slots(nodes: list[dict[str, float]], executor_cpus: float, *, cpus_
 
 def node_resources() -> list[dict[str, float]]:
     """Total resources of every alive node (what the cluster offers)."""
+    # deferred: plan_only imports this module and must not load Ray
     import ray
 
     return [dict(n.get("Resources") or {}) for n in ray.nodes() if n.get("Alive")]

@@ -22,6 +22,7 @@ class AuditFileError(ValueError):
 
 def load_suspects(directory: str | Path) -> tuple[dict[str, set[str]], dict[tuple[str, str], dict[str, str]]]:
     """(benchmark -> suspect problem ids, (benchmark, id) -> that row's evidence, alternative and why)."""
+    # deferred: pyarrow only to read audit.parquet
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -67,6 +68,7 @@ class Trusted:
 
 def trusted_report(table: Any, plan: Any, suspects: dict[str, set[str]], compare: tuple[str, str] | None = None,
                    n_resamples: int = 2000, seed: int = 0, confidence: float = 0.95) -> Trusted:
+    # deferred: pandas only for the trusted tables
     import pandas as pd
 
     grades = _grades(table, plan)

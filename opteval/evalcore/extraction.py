@@ -328,6 +328,7 @@ PROFILES.add_lazy("orr1-train", "opteval.evalcore.rewards_released:ORR1_TRAIN_PR
 def missing_packages(profile: str) -> str | None:
     """Why ``profile`` cannot work in this environment (a package it needs is not importable,
     named with the extra that installs it), else None."""
+    # deferred, no saving: the interpreter has importlib.util loaded
     import importlib.util
 
     entry = PROFILES.get(profile)

@@ -48,6 +48,7 @@ def cell_counts(table: Any, by: tuple[str, ...] = ("model", "method", "benchmark
     """A pandas frame: ``by`` columns plus :data:`COLUMNS`, one row per cell present in
     ``table`` (a pyarrow Table or pandas DataFrame of ledger rows; a key counts once, the last
     row winning as in ``opteval.evalcore.metrics.summarize``)."""
+    # deferred: pandas is for reports; the sweep's driver imports this
     import pandas as pd
 
     df = table.to_pandas() if hasattr(table, "to_pandas") else table

@@ -246,6 +246,7 @@ def wilson_interval(successes: int, n: int, confidence: float = 0.95) -> tuple[f
     """Wilson score interval (scipy's ``binomtest(...).proportion_ci(method="wilson")``) for
     ``successes`` of ``n`` *independent* items. Not for k samples of one problem."""
     _check_binomial(successes, n, "Wilson interval")
+    # deferred: scipy.stats takes seconds; rewards and the driver import this
     from scipy.stats import binomtest
 
     ci = binomtest(int(successes), int(n)).proportion_ci(confidence_level=_conf(confidence), method="wilson")
@@ -255,6 +256,7 @@ def wilson_interval(successes: int, n: int, confidence: float = 0.95) -> tuple[f
 def clopper_pearson(successes: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
     """Exact (Clopper-Pearson) interval, scipy's ``proportion_ci(method="exact")``."""
     _check_binomial(successes, n, "Clopper-Pearson interval")
+    # deferred: scipy.stats takes seconds; rewards and the driver import this
     from scipy.stats import binomtest
 
     ci = binomtest(int(successes), int(n)).proportion_ci(confidence_level=_conf(confidence), method="exact")
@@ -275,6 +277,7 @@ def _conf(confidence: float) -> float:
 
 
 def _z(confidence: float) -> float:
+    # deferred: scipy.stats takes seconds; rewards and the driver import this
     from scipy.stats import norm
 
     return float(norm.ppf(0.5 + _conf(confidence) / 2))
@@ -284,6 +287,7 @@ def bootstrap_seed(seed: int, *parts: Any) -> list[int]:
     """A numpy seed sequence from ``seed`` and names (e.g. the benchmark): stable across
     runs and Python processes (no ``hash()``), so a report is reproducible and two methods
     evaluated on the same benchmark get the same resampled problem sets (paired)."""
+    # deferred, no saving: the interpreter has zlib loaded
     import zlib
 
     return [int(seed)] + [zlib.crc32(str(p).encode("utf-8")) for p in parts]
@@ -348,6 +352,7 @@ def mcnemar_exact(b: int, c: int) -> float:
         raise ValueError(f"McNemar needs non-negative counts, got b={b}, c={c}")
     if b + c == 0:
         return 1.0
+    # deferred: scipy.stats takes seconds; rewards and the driver import this
     from scipy.stats import binomtest
 
     return float(binomtest(int(b), int(b + c), 0.5, alternative="two-sided").pvalue)
@@ -422,6 +427,7 @@ def sign_flip_pvalue(diffs: Sequence[float] | np.ndarray, n_resamples: int = 999
     """Two-sided sign-flip permutation p-value for mean(diffs) = 0 (scipy's
     ``permutation_test`` with one sample, ``permutation_type="samples"``: exact when
     ``2**n <= n_resamples``). All-zero differences give 1."""
+    # deferred: scipy.stats takes seconds; rewards and the driver import this
     from scipy.stats import permutation_test
 
     d = np.asarray(diffs, dtype=float)
@@ -506,6 +512,7 @@ SUMMARY_BY = ("model", "method", "benchmark")
 
 
 def _to_pandas(table: Any) -> Any:
+    # deferred: pandas only for ledger tables; rewards imports this module
     import pandas as pd
 
     if isinstance(table, pd.DataFrame):
@@ -557,6 +564,7 @@ def summarize(
     treats a problem's samples as independent and is too narrow when k > 1: ``ci_method``
     says which was used.
     """
+    # deferred: pandas only for ledger tables; rewards imports this module
     import pandas as pd
 
     df = _to_pandas(table)
@@ -625,6 +633,7 @@ def _group_interval(g: Any, counts: BenchmarkCounts, confidence: float, n_resamp
 def _none(v: Any) -> Any:
     """pandas gives NaN / NA / NaT for nulls; the pure functions expect None."""
     try:
+        # deferred: pandas only for ledger tables; rewards imports this module
         import pandas as pd
 
         if v is None or (not isinstance(v, (str, bytes)) and pd.isna(v)):
@@ -638,6 +647,7 @@ def macro_table(summary: Any, over: str = "benchmark") -> Any:
     """Macro rows from a :func:`summarize` result: for each group of the remaining ``by``
     columns, the unweighted mean of ``avg`` (and of ``tokens_mean`` when every benchmark
     has one) over ``over``, with planned/scored/missing summed."""
+    # deferred: pandas only for ledger tables; rewards imports this module
     import pandas as pd
 
     df = _to_pandas(summary)

@@ -121,6 +121,7 @@ def open_ledgers(names: list[str], dirs: list[str], rest: list[str]) -> tuple[li
 
 def load_keys(slugs: list[str], data: Any) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, str]]]:
     """Parsed keys and questions per benchmark; an absent benchmark file is a usage error."""
+    # deferred, no saving: sweepcore.ledger at the top loads problems
     from opteval.evalcore.problems import BenchmarkLoadError, load_benchmark
 
     keys, questions = {}, {}
@@ -137,6 +138,7 @@ def load_keys(slugs: list[str], data: Any) -> tuple[dict[str, dict[str, Any]], d
 def variant_reports(slugs: list[str], data: Any) -> tuple[dict[str, tuple[str, dict[str, Any], VariantReport]],
                                                            list[str]]:
     """Each audited benchmark that has a pinned counterpart (``x`` and ``x@sirl``) with its data."""
+    # deferred, no saving: sweepcore.ledger at the top loads problems
     from opteval.evalcore.problems import REGISTRY
 
     out: dict[str, tuple[str, dict[str, Any], VariantReport]] = {}
@@ -193,6 +195,7 @@ def markdown(rows: list[AuditRow], variants: dict[str, tuple[str, dict[str, Any]
 
 
 def write(rows: list[AuditRow], out: Path, md: str) -> list[Path]:
+    # deferred: pyarrow.csv only for audit.csv (pa, pq are loaded)
     import pyarrow as pa
     import pyarrow.csv as pacsv
     import pyarrow.parquet as pq
@@ -223,6 +226,7 @@ def main(argv: list[str] | None = None) -> int:
         ledgers, cfg = open_ledgers(names, opts["--ledger"], rest)
         if not ledgers and not opts.get("--benchmarks"):
             raise UsageError("nothing to audit: name a sweep (sweep.name=A), a --ledger DIR or --benchmarks b1,b2")
+        # deferred, no saving: sweepcore.ledger at the top loads problems
         from opteval.evalcore.problems import data_dir
 
         data = data_dir(cfg.data.dir)

@@ -214,6 +214,7 @@ def _config_values(path: str | None) -> tuple[str | None, str | None]:
     """``data.dir`` and ``data.base_url`` from a YAML config, if one is given."""
     if not path:
         return None, None
+    # deferred: omegaconf loads only when --config names a YAML
     from omegaconf import OmegaConf
 
     cfg = OmegaConf.load(path)

@@ -34,6 +34,7 @@ def benchmark_texts(cfg: SweepConfig, benchmarks: list[str]) -> tuple[dict[tuple
                                                                       dict[tuple[str, str], Any]]:
     """Questions and answers per (benchmark, problem id), for lm-eval's doc and target hashes; a
     benchmark whose data is absent gets none (its hashes then cover the problem id alone)."""
+    # deferred, no saving: sweepcore.ledger at the top loads problems
     from opteval.evalcore.problems import BenchmarkLoadError, data_dir, load_benchmark
 
     questions: dict[tuple[str, str], str] = {}
@@ -52,8 +53,10 @@ def benchmark_texts(cfg: SweepConfig, benchmarks: list[str]) -> tuple[dict[tuple
 
 def write_batch_input(groups: dict[Any, list[Any]], out: Path, cfg: SweepConfig) -> Path:
     """``out/requests.jsonl``: each recorded call's messages and the sweep's sampling, in plan order."""
+    # deferred, no saving: the imports at the top load json
     import json
 
+    # deferred, no saving: sweepcore.config at the top loads it
     from opteval.evalcore.models.batch import request_row
 
     path = out / "requests.jsonl"
@@ -104,6 +107,7 @@ def main(argv: list[str] | None = None) -> int:
             try:
                 import inspect_ai  # noqa: F401  # the optional extra: named in one line when absent
 
+                # deferred: optional extra opteval[inspect] (checked just above)
                 from opteval.evalcore.exports.inspect_log import write_logs
             except ImportError:
                 raise UsageError("opteval export inspect needs inspect_ai: pip install 'opteval[inspect]'") from None
@@ -115,6 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     elif fmt == "batch-input":
         paths = [write_batch_input(groups, out, cfg)]
     else:
+        # deferred: only the lm-eval format needs it
         from opteval.evalcore.exports import lm_eval
 
         questions, answers = benchmark_texts(cfg, sorted({b for _, _, b in groups}))

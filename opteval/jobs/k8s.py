@@ -162,6 +162,7 @@ def entrypoint(ov: Overlay) -> str:
 
 def load_sweep(ov: Overlay) -> Any:
     """The overlay's sweep config through the sweep's own loader (fails on a bad key)."""
+    # deferred: only a render loads the sweep config (omegaconf, pyarrow)
     from opteval.sweepcore.config import load_config
 
     return load_config(sweep_argv(ov))
@@ -375,6 +376,7 @@ def _submitter() -> dict[str, Any]:
 def serve_config(ov: Overlay) -> dict[str, Any]:
     """The RayService's Serve config: ``ray.serve.llm:build_openai_app`` over the LLMConfigs
     ``opteval.cluster.serve.llm_serving`` builds from configs/models (same dicts as a local stage)."""
+    # deferred: only the serve overlay's render needs llm_serving
     from opteval.cluster.serve import llm_serving
     from opteval.sweepcore.config import as_plain, model_config
 

@@ -56,6 +56,7 @@ class Program:
 def load_programs(path: Path | None) -> list[Program]:
     """Programs from a JSONL file (``id``, ``question``, ``code``), else the sample benchmark's."""
     if path is None:
+        # deferred: only without --programs (the embedded sample's)
         from opteval.evalcore.data import load_sample_rows, reference_program
 
         return [Program(r["id"], r["question"], src) for r in load_sample_rows()

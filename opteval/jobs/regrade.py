@@ -224,6 +224,7 @@ def main(argv: list[str] | None = None) -> int:
                                      "submission": _jsonable(v.submission), "outcome": v.outcome,
                                      "why": v.why, **_verification_keys(v)}) + "\n")
     if args.ledger is not None:
+        # deferred: only --ledger writes a ledger (pyarrow, omegaconf)
         from opteval.jobs.regrade_ledger import write_ledger
         from opteval.sweepcore.ledger import LedgerError
 
@@ -267,6 +268,7 @@ def check_input(path: Path, jsonl_only: bool = False) -> None:
     if path.is_dir():
         raise RegradeInputError(f"{path}: is a directory, expected a file")
     if not jsonl_only and path.suffix in (".parquet", ".pq"):
+        # deferred: pyarrow only for a Parquet input; JSONL needs none
         import pyarrow as pa
         import pyarrow.parquet as pq
 

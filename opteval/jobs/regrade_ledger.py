@@ -43,6 +43,7 @@ def write_ledger(directory: Path, verdicts: list[Any], records: list[Any], *, mo
     """Write (or replace the rows of) the ledger ``directory`` = ``<output_dir>/<sweep name>``; returns
     the rows written. A rerun with the same inputs rewrites the same keys (refused by the ledger as
     duplicates), so a ledger directory holds one regrade: a second needs a new directory."""
+    # deferred, no saving: ledger.rows at the top loads the ledger package
     from opteval.sweepcore.ledger import Ledger
 
     directory = directory.expanduser().resolve()

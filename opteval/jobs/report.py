@@ -33,6 +33,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from opteval.evalcore.ledger_detail import without_exec_text
 from opteval.exit_codes import ExitCode
 from opteval.jobs.args import JobParser, UsageError, help_asked, job_parser, parse, usage_error
 from opteval.jobs.paper_report import run_merged, wants
@@ -85,6 +86,7 @@ def model_meta(models: list[str]) -> dict[str, dict[str, Any]]:
 
 def answer_keys(cfg: SweepConfig, benchmarks: list[str]) -> dict[str, Any]:
     """The driver-side answer keys; a benchmark whose data is absent keeps its stored grades."""
+    # deferred, no saving: sweepcore.ledger at the top loads problems
     from opteval.evalcore.problems import BenchmarkLoadError, data_dir, load_benchmark
 
     keys: dict[str, Any] = {}
@@ -101,6 +103,7 @@ def full_report(cfg: SweepConfig, ledger: Ledger, opts: dict[str, Any], tracker:
                 plan: pa.Table | None = None) -> int:
     """The whole report; ``plan``: the plan already read by the caller (read once: 71 MB of Arrow at
     the paper's 589,116 keys)."""
+    # deferred: reporting loads matplotlib, scipy; --summary skips it
     from opteval.evalcore.reporting import build_report
 
     plan = plan if plan is not None else ledger.read_plan()
@@ -146,6 +149,7 @@ def full_report(cfg: SweepConfig, ledger: Ledger, opts: dict[str, Any], tracker:
 
 
 def load_suspects(audit_dir: str) -> dict[str, set[str]]:
+    # deferred: only --audit reads an audit's files
     from opteval.evalcore import audit_report
 
     try:
@@ -157,6 +161,7 @@ def load_suspects(audit_dir: str) -> dict[str, set[str]]:
 def trusted_section(table: Any, plan_df: Any, suspects: dict[str, set[str]], compare: tuple[str, str] | None,
                     n_resamples: int, seed: int, out: Path) -> list[Path]:
     """``--audit DIR``: raw and trusted accuracy side by side (opteval.evalcore.audit_report)."""
+    # deferred: only --audit reads an audit's files
     from opteval.evalcore import audit_report
 
     result = audit_report.trusted_report(table, plan_df, suspects, compare, n_resamples, seed)
@@ -186,7 +191,7 @@ def report_rows(ledger: Ledger, methods: list[str], batch_rows: int = BATCH_ROWS
     transcripts are 95% of a row's bytes and only SemOPT's tables read them (its candidates'
     annotations): those are taken in one filtered streaming pass over the SemOPT methods' rows; no
     other row's transcript is ever read."""
-    from opteval.evalcore.ledger_detail import without_exec_text
+    # deferred: reporting loads matplotlib, scipy; --summary skips it
     from opteval.evalcore.reporting.frame import reduce_rows, semopt_annotations
 
     sem = semopt_methods(methods)
@@ -252,6 +257,7 @@ def default_out(ledger: Ledger, folder: str = "report") -> Path:
 
 
 def from_mlflow(cfg: SweepConfig) -> int:
+    # deferred: --from-mlflow only; reporting loads matplotlib, scipy
     from opteval.evalcore.reporting import to_markdown
     from opteval.sweepcore.tracking import tracking_uri
     from opteval.sweepcore.tracking.mlflow_views import MlflowViewError, table_from_mlflow
@@ -316,6 +322,7 @@ def _report(cfg: SweepConfig, ledger: Ledger, opts: dict[str, Any]) -> int:
         families = {m: v["family"] for m, v in model_meta(list(cfg.models)).items()}
         print(results_markdown(summary, f"sweep {cfg.sweep.name}", families))
     else:
+        # deferred: reporting loads matplotlib, scipy; --summary skips it
         from opteval.evalcore.reporting import ReportError
 
         try:

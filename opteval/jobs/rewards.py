@@ -96,6 +96,7 @@ def orlm_executed_items(path: Path) -> list[RewardItem]:
     """ORLM's released ``results/<bench>.q2mc_en.ORLM-LLaMA-3-8B/executed.jsonl`` as items:
     id = ``source``, completion = ``en_math_model_coptpy_code`` (the model's response),
     answer = ``en_answer``. Errors name the file and line."""
+    # deferred, no saving: models.replay is imported at the top
     from opteval.evalcore.models.replay import jsonl_rows
 
     if not path.exists():
@@ -109,6 +110,7 @@ def orlm_executed_items(path: Path) -> list[RewardItem]:
 
 
 async def _run_on_executors(codes: list[str | None], executors: int, limits: Limits) -> list[ExecResult | None]:
+    # deferred: the executor actors import Ray; only `score` runs them
     from opteval.cluster.actors.executors import RayExecutor, _Shared, start_executors
 
     handles = start_executors(f"rewards-{os.getpid()}", executors, 1, limits)
@@ -122,6 +124,7 @@ async def _run_on_executors(codes: list[str | None], executors: int, limits: Lim
 
 def run_programs(codes: list[str | None], executors: int | None, limits: Limits) -> list[ExecResult | None]:
     """Run every program on executor actors of a Ray this function joins or starts (and stops)."""
+    # deferred: only `score` joins or starts Ray
     from opteval.cluster.runtime import available_cpus, connect, disconnect
 
     rt = connect(None)
@@ -198,6 +201,7 @@ def placed(cfg: ServiceConfig) -> ServiceConfig:
     """``cfg`` fitted to the cluster joined: executors take an executor slot where some node
     offers them (a local Ray always does), and more executors than the nodes can hold at once
     are refused now, not left pending in Serve while the trainer waits."""
+    # deferred: only `serve` fits executors to the cluster
     from opteval.cluster.runtime import EXECUTOR_RESOURCE, describe_nodes, node_resources
 
     nodes = node_resources()
@@ -215,6 +219,7 @@ def placed(cfg: ServiceConfig) -> ServiceConfig:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    # deferred: rewards_app imports Ray and Starlette; `serve` only
     from opteval.cluster.serve.rewards_app import ServiceConfig
 
     try:
@@ -228,6 +233,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if not _port_free(args.host, args.port):
         print(f"rewards: error: --port {args.port}: {args.host}:{args.port} is already in use", file=sys.stderr)
         return EXIT_INPUT
+    # deferred: Ray and the Serve app load after the input checks
     from opteval.cluster.runtime import connect, disconnect
     from opteval.cluster.serve import rewards_app
 
@@ -308,6 +314,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # deferred: importing this job stays light (no opteval.cluster module)
     from opteval.cluster.runtime import RayStartupError
 
     args = parse_args(argv)

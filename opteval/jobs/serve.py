@@ -56,6 +56,7 @@ def endpoint_line(ep: Any) -> str:
 
 def stage_models(cfg: Any) -> list[dict[str, Any]]:
     """The configured models as plain data, in order; each must have an endpoint to print."""
+    # deferred: importing this job stays light (config: omegaconf, pyarrow)
     from opteval.sweepcore.backends import backend_of
     from opteval.sweepcore.config import as_plain, model_config
 
@@ -69,6 +70,7 @@ def stage_models(cfg: Any) -> list[dict[str, Any]]:
 def stand_up(cfg: Any) -> tuple[dict[str, Any], list[str]]:
     """Deploy (or point at) every configured model at once, each as the sweep's schedule would
     (``deploy_stage``: one app per model); returns endpoints and the Serve apps we own."""
+    # deferred: serving imports Ray; loaded only when deploying
     from opteval.cluster.serve import serving
     from opteval.sweepcore.backends import backend_of
 
@@ -84,6 +86,7 @@ def stand_up(cfg: Any) -> tuple[dict[str, Any], list[str]]:
 
 
 def _on_gpus(model: dict[str, Any], cfg: Any) -> bool:
+    # deferred: importing this job stays light (backends: httpx)
     from opteval.sweepcore.backends import backend_of
 
     return backend_of(model, cfg.serving).on_gpus
@@ -91,6 +94,7 @@ def _on_gpus(model: dict[str, Any], cfg: Any) -> bool:
 
 def preflight(cfg: Any) -> tuple[bool, str | None]:
     """Before starting Ray: (whether any model needs this Ray cluster, why one cannot run here)."""
+    # deferred: deployers imports Ray; not loaded for --help or bad input
     from opteval.cluster.serve.deployers import deployer_of
     from opteval.cluster.serve.llm_serving import VLLMNotInstalled
     from opteval.sweepcore.backends import backend_of
@@ -107,6 +111,7 @@ def preflight(cfg: Any) -> tuple[bool, str | None]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # deferred: importing this job stays light (config: omegaconf, pyarrow)
     from opteval.sweepcore.config import ConfigError, load_config
 
     line = parse(build_parser(), list(sys.argv[1:] if argv is None else argv))
@@ -124,6 +129,7 @@ def main(argv: list[str] | None = None) -> int:
         return ExitCode.UNAVAILABLE
     rt = None
     if needs_ray:
+        # deferred: only models served on Ray start it
         from opteval.cluster import runtime
 
         try:
@@ -147,6 +153,7 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         pass
     except Exception as exc:  # placement refused, deploy failed, not ready: one line, exit 1
+        # deferred: only a failure needs these error types
         from opteval.cluster.serve.llm_serving import ModelConfigError, ModelNotReady, UnplaceableModel
         from opteval.cluster.serve.serving import ServingError
 
@@ -157,12 +164,14 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         try:
             if hold and apps:
+                # deferred: only apps this command deployed are torn down
                 from opteval.cluster.serve.llm_serving import teardown
 
                 print(f"tearing down {', '.join(apps)}", flush=True)
                 for app in apps:
                     teardown(app)  # the app and its prefix-tree actors
             if rt is not None:
+                # deferred: only when Ray was connected above
                 from opteval.cluster import runtime
 
                 runtime.disconnect(rt)

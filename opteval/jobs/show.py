@@ -41,10 +41,12 @@ def find(rows: Any, key: str) -> Any:
 def locate(ledger: Ledger, key: str) -> Any:
     """``find`` over the committed and planned keys, then only that trajectory read whole: the keys
     of a paper-sized sweep are tens of MB, its transcripts tens of GB (issue 44)."""
+    # deferred, no saving: jobs.report at the top loads pandas, pyarrow
     import pandas as pd
     import pyarrow as pa
     import pyarrow.compute as pc
 
+    # deferred: importing this job stays light (reporting: matplotlib, scipy)
     from opteval.evalcore.reporting.view import rows_with_missing
 
     plan = ledger.read_plan()
@@ -93,6 +95,7 @@ def build_parser() -> JobParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # deferred: importing this job stays light (reporting: matplotlib, scipy)
     from opteval.evalcore.reporting.view import detail
     from opteval.evalcore.reporting.view.model import answer_text
 

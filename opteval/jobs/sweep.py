@@ -58,6 +58,7 @@ Arguments, in this order:
 def usage() -> str:
     """``--help``: what the run does, the argument forms, and the config's top-level sections
     read from configs/sweep.yaml itself (so the list cannot go stale)."""
+    # deferred: --help only; sweepcore.config loads omegaconf and pyarrow
     from opteval.sweepcore.config import configs_dir
 
     path = configs_dir() / "sweep.yaml"
@@ -67,9 +68,11 @@ def usage() -> str:
 
 def config_sections(path: Path) -> list[str]:
     """One line per top-level key of a sweep YAML: a section's keys, or a value's default and comment."""
+    # deferred, no saving: re and textwrap are loaded by then
     import re
     import textwrap
 
+    # deferred: PyYAML loads only for --help's section list
     import yaml
 
     text = path.read_text(encoding="utf-8")
@@ -107,6 +110,7 @@ def build_parser() -> JobParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # deferred: main() installs it first; importing the job loads nothing
     from opteval.cluster.driver import signals
 
     old = signals.install()  # from the first second: Ctrl-C / SIGTERM stop the run (exit 130)
@@ -121,6 +125,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main(argv: list[str] | None) -> int:
+    # deferred: loads after main() installs signals (Ctrl-C -> exit 130)
     from opteval.cluster.driver import signals
     from opteval.cluster.driver.preflight import EndpointUnanswered
     from opteval.cluster.runtime import RayStartupError
@@ -145,6 +150,7 @@ def _main(argv: list[str] | None) -> int:
         signals.step("checking the benchmark files")
         ensure_data(cfg)
         signals.checkpoint()
+        # deferred: the driver loads only for a real run, not plan_only
         from opteval.cluster.driver import run_sweep
 
         return run_sweep(cfg)
@@ -182,6 +188,7 @@ def _one_line(exc: BaseException) -> str:
 def check_output_dir(cfg: SweepConfig) -> None:
     """A local ``sweep.output_dir`` must be creatable and writable before anything starts
     (else the first commit, minutes in, would fail with a traceback)."""
+    # deferred: loads after main() installs signals (Ctrl-C -> exit 130)
     from opteval.sweepcore.config import ConfigError
 
     out = cfg.sweep.output_dir
@@ -201,8 +208,10 @@ def check_serving(cfg: SweepConfig) -> None:
     """Before Ray starts: a ``backend: vllm`` model where vLLM is not installed, and a Serve port
     another process holds (Serve's proxy would fail minutes later, in a traceback). Only for a
     cluster this sweep starts: a joined one may run Serve on that port already."""
+    # deferred, no saving: the interpreter has importlib.util loaded
     import importlib.util
 
+    # deferred: serving imports Ray; plan_only never gets here
     from opteval.cluster.runtime import ray_initialized, resolve_address
     from opteval.cluster.serve.serving import port_free
     from opteval.sweepcore.backends import backend_of
@@ -225,6 +234,7 @@ def check_serving(cfg: SweepConfig) -> None:
 
 def missing_benchmarks(cfg: SweepConfig) -> list[str]:
     """Configured benchmarks whose normalized file is absent from the data directory."""
+    # deferred: loads after main() installs signals (Ctrl-C -> exit 130)
     from opteval.evalcore import problems as P
 
     return [b for b in cfg.benchmarks if P.get_entry(b).upstream is not None
@@ -234,6 +244,7 @@ def missing_benchmarks(cfg: SweepConfig) -> list[str]:
 def ensure_data(cfg: SweepConfig) -> None:
     """Fetch absent benchmarks (``data.fetch_missing``, the default) so no manual data step
     precedes a job; the files are sha256-pinned, so fetching cannot change the numbers."""
+    # deferred: loads after main() installs signals (Ctrl-C -> exit 130)
     from opteval.cluster.driver import signals
     from opteval.evalcore import problems as P
     from opteval.sweepcore.config import ConfigError
@@ -247,6 +258,7 @@ def ensure_data(cfg: SweepConfig) -> None:
         raise ConfigError(f"data.fetch_missing=false and {len(missing)} benchmark file(s) are not in {ddir}: "
                           f"{', '.join(missing)}; fetch them with `{fetch_cmd}` (or set OPTEVAL_DATA / data.dir "
                           "to a directory holding them)")
+    # deferred: the fetcher loads only when benchmark files are missing
     from opteval.jobs.data import FetchError, base_url, fetch_one
 
     base = base_url(None, cfg.data.base_url)
@@ -270,6 +282,7 @@ def ensure_data(cfg: SweepConfig) -> None:
 def check_job_storage(cfg: SweepConfig) -> None:
     """Under ``ray job submit`` the working directory is a temporary unpacked package whose
     path changes with every upload: a relative ledger there would be lost on resume."""
+    # deferred: loads after main() installs signals (Ctrl-C -> exit 130)
     from opteval.sweepcore.config import ConfigError
 
     if not os.environ.get("RAY_JOB_CONFIG_JSON_ENV_VAR"):
@@ -292,10 +305,12 @@ def plan_only(cfg: SweepConfig) -> int:
     Without some benchmark files the counts come from the registry (each registered
     benchmark is pinned by its count), so the totals are exact; which of those keys are
     committed cannot be checked until the files are there."""
+    # deferred: loads after main() installs signals (Ctrl-C -> exit 130)
     from opteval.cluster.driver.prepare import plan_report, prepare
 
     missing = missing_benchmarks(cfg)
     if missing:
+        # deferred: only when some benchmark files are missing
         from opteval.sweepcore.plan import registry_plan_report
 
         print(registry_plan_report(cfg, missing), flush=True)

@@ -39,6 +39,7 @@ def build_parser() -> JobParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # deferred: importing this job stays light (reporting: matplotlib, scipy)
     from opteval.evalcore.reporting.view import DEFAULT_MAX_PAGES, SHARD_DIR, write_site
 
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -72,6 +73,7 @@ def main(argv: list[str] | None = None) -> int:
         return ExitCode.USAGE
     site = write_site(ledger, plan, out, keys, title=f"sweep {cfg.sweep.name}", max_pages=max_pages)
     if opts["--audit"]:
+        # deferred: only --audit marks the site
         from opteval.evalcore.audit_view import MARK_COLUMNS, mark_site
 
         marked = mark_site(out, opts["--audit"], ledger.read_table(columns=list(MARK_COLUMNS)))
@@ -79,6 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"view written to {site.index.resolve()} ({site.trajectories} trajectories, {site.pages} pages, "
           f"{site.errors} errors, {site.missing} missing); open it in a browser")
     if opts["--mlflow"]:
+        # deferred, no saving: jobs.report at the top loads tracking
         from opteval.sweepcore.tracking import Tracker
 
         tracker = Tracker.from_config(cfg)

@@ -127,6 +127,7 @@ def configured(model_cfg: dict[str, Any]) -> tuple[int | None, int | None]:
 
 
 def _yaml(path: Path) -> dict[str, Any]:
+    # deferred: PyYAML only when the model YAMLs are read
     import yaml
 
     return dict(yaml.safe_load(path.read_text()) or {})

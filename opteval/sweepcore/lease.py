@@ -206,6 +206,7 @@ class S3Store:
         self.where = f"s3://{bucket}/{key}"
 
     def _put(self, body: bytes, **cond: str) -> Any:
+        # deferred: botocore comes with boto3; only S3 leases use it
         from botocore.exceptions import ClientError
 
         try:
@@ -220,6 +221,7 @@ class S3Store:
         return self._put(body, IfNoneMatch="*")
 
     def read(self) -> tuple[dict[str, Any], Any] | None:
+        # deferred: botocore comes with boto3; only S3 leases use it
         from botocore.exceptions import ClientError
 
         try:
@@ -250,6 +252,7 @@ class S3Store:
 def s3_client(uri: str) -> Any:
     """A boto3 client configured like the pyarrow filesystem of ``uri`` (``?endpoint_override=``,
     ``scheme``, ``region``; else the usual AWS environment, ``AWS_ENDPOINT_URL`` included)."""
+    # deferred: boto3 is slow to import; only an s3:// lease needs it
     import boto3
 
     query = parse_qs(uri.partition("?")[2])

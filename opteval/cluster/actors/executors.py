@@ -118,6 +118,7 @@ class ExecutorActor:
 
     async def environment(self) -> dict[str, Any]:
         """The solver set, its installed versions and the modules the fork server pre-imported."""
+        # deferred, no saving: solvers is imported at the top
         from opteval.evalcore.solvers import versions
 
         await self.warm()
@@ -159,6 +160,7 @@ def executors_warmed(handles: list[Any], infos: list[dict[str, Any]]) -> list[An
     """``handles``, once every warm-up answered; refused containment is a ConfigError (the actors killed)."""
     refused = [i["refused"] for i in infos if i.get("refused")]
     if refused:
+        # deferred: keeps config (omegaconf, pyarrow) out of the actors
         from opteval.sweepcore.config import ConfigError
 
         for h in handles:

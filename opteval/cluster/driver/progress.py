@@ -79,6 +79,7 @@ class ProgressPrinter:
         use_bar = self.stream.isatty() if bar is None else bar
         self._bar: Any = None
         if use_bar:
+            # deferred: tqdm only where the output is a terminal
             from tqdm import tqdm
 
             self._bar = tqdm(total=progress.planned, initial=progress.already, file=self.stream, unit="traj",

@@ -141,6 +141,7 @@ def start_actors(prep: Prepared) -> tuple[list[Any], list[Any]]:
     # the actor modules import Ray: not loaded by plan_only runs, which import this module
     import ray
 
+    # deferred: as above: the actor modules import Ray at load
     from opteval.cluster.actors.executors import executor_name, executors_warmed, launch_executors
     from opteval.cluster.actors.workers import launch_workers
 
@@ -164,12 +165,14 @@ def start_actors(prep: Prepared) -> tuple[list[Any], list[Any]]:
 def executor_environment(handle: Any) -> dict[str, Any]:
     """What programs ran with: the solver set, the versions installed on the executors, and
     the modules their fork server pre-imported (one executor asked: they share an image)."""
+    # deferred: Ray loads only once the sweep starts it (see docstring)
     import ray
 
     return ray.get(handle.environment.remote(), timeout=60)
 
 
 def stop_actors(handles: list[Any]) -> None:
+    # deferred: Ray loads only once the sweep starts it (see docstring)
     import ray
 
     for h in handles:
@@ -372,6 +375,7 @@ def _connect_recording_sigterm(address: str | None) -> Any:
     ``ray.init`` first installs its own SIGTERM handler (``sys.exit(15)``), so a SIGTERM that
     lands while it starts the local cluster leaves as ``SystemExit(15)`` instead of being
     recorded: stop what it started and report an interrupted startup (exit 130)."""
+    # deferred: Ray loads only once the sweep starts it (see docstring)
     import ray
 
     try:
@@ -400,6 +404,7 @@ def _hard_exit(prep: Prepared, tracker: Tracker | None, status: str, line: str, 
     MLflow runs ended (a tighter OffLoop bound than the sweep's), the lease released, ``line``,
     then ``os._exit(code)`` whatever failed before it. The processes ``ray.init`` started die
     with the driver (Ray starts them fate-sharing)."""
+    # deferred, no saving: os is always loaded
     import os
 
     try:

@@ -18,6 +18,7 @@ Bundle = dict[str, float]
 
 def alive_node_totals() -> list[Bundle]:
     """Total resources of every alive node (not what is free: a busy node frees up)."""
+    # deferred: the pure rule imports without Ray (llm_serving, k8s)
     import ray
 
     return [{k: float(v) for k, v in (n.get("Resources") or {}).items()} for n in ray.nodes() if n.get("Alive")]

@@ -54,6 +54,7 @@ class SequenceClassifierScorer:
     """A Hugging Face sequence-classification model with one output, on CPU or the replica's GPU."""
 
     def __init__(self, source: str, max_length: int = 4096) -> None:
+        # deferred: extra opteval[models]; a fake scorer needs neither
         import torch
         from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
@@ -145,9 +146,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--num-gpus", type=float, default=0)
     parser.add_argument("--max-length", type=int, default=4096)
     args = parser.parse_args(argv)
+    # deferred, no saving: the Ray imports at the top load both
     import signal
     import threading
 
+    # deferred, no saving: serve_apps at the top imports runtime
     from opteval.cluster.runtime import connect
 
     connect(None)

@@ -334,6 +334,7 @@ def require_vllm() -> None:
 
 def _import_serve_llm() -> Any:
     try:
+        # deferred: needs vLLM (extra opteval[gpu]); VLLMNotInstalled if absent
         import ray.serve.llm as serve_llm
     except ImportError as exc:
         raise VLLMNotInstalled(f"ray.serve.llm is unavailable ({exc}); {install_hint()}") from exc
@@ -374,6 +375,7 @@ def deploy_stage(model_cfgs: Iterable[Mapping[str, Any]], serving: ServingSectio
     (:func:`wait_app_ready`). With ``standin`` (None: ``serving.standin``) the app is the stand-in
     one (:func:`build_standin_app`: same placement, simulated answers). A failed or timed-out
     deploy is torn down before the error propagates. Returns name -> Endpoint."""
+    # deferred: llm_serving imports without Ray (k8s render, preflight)
     from ray import serve
 
     models = [_plain(m) for m in model_cfgs]

@@ -167,6 +167,7 @@ class SandboxRunner:
     """One warm fork server; ``run(code)`` never raises for anything the program does."""
 
     def __init__(self, slots: int, limits: Limits) -> None:
+        # deferred, no saving: sandbox.types at the top loads the package
         from opteval.evalcore.sandbox import ForkServer
 
         self._server = ForkServer()

@@ -62,6 +62,7 @@ def _status_value(s: Any) -> str:
 
 def app_state(app_name: str) -> tuple[str, str]:
     """(status, message) of a Serve application; ("NOT_FOUND", "") when absent."""
+    # deferred: jobs/sweep imports this; plan_only must not load Ray
     from ray import serve
 
     app = serve.status().applications.get(app_name)
@@ -74,6 +75,7 @@ def app_state(app_name: str) -> tuple[str, str]:
 
 def probe_model(base_url: str, model_id: str, timeout_s: float = 120.0) -> str | None:
     """One 1-token chat request; None when it succeeds, else why not."""
+    # deferred: httpx only to probe a deployed model
     import httpx
 
     body = {"model": model_id, "messages": [{"role": "user", "content": "ready?"}], "max_tokens": 1,
@@ -91,6 +93,7 @@ UNSCHEDULED_HINT = "to be scheduled"  # Serve's 30 s warning: a replica not plac
 def pending_requests(app_name: str) -> dict[str, tuple[list[dict[str, float]], str]]:
     """Deployment name -> (bundles, strategy) one of its replicas asks for, from the Serve
     controller's deployment configs; {} when the controller cannot say."""
+    # deferred: only the placement check needs capacity
     from opteval.cluster.serve.capacity import replica_request
 
     try:
@@ -107,6 +110,7 @@ def refuse_unplaceable(app_name: str, model_ids: list[str],
                        shapes: list[dict[str, float]] | None = None) -> dict[str, str]:
     """Raise :class:`UnplaceableModel` for a deployment whose replica no node and no autoscaler
     node type could ever hold; else deployment -> what one replica needs, in words."""
+    # deferred: capacity only for this check; runtime is loaded already
     from opteval.cluster.runtime import describe_nodes
     from opteval.cluster.serve.capacity import can_ever_place, capacity_shapes, describe_need
 
@@ -142,6 +146,7 @@ def wait_app_ready(app_name: str, base_url: str, model_ids: list[str], timeout_s
     is waited for up to ``timeout_s`` (``serving.ready_timeout_s``), with a progress line
     every ``progress_s``: ``replica of X waiting for 1 GPU: 2 m 10 s``.
     """
+    # deferred: only the readiness wait needs capacity
     from opteval.cluster.serve.capacity import elapsed
 
     t0 = time.monotonic()
@@ -263,6 +268,7 @@ def proxy_wait_s() -> float:
 def wait_proxies_healthy(wait_s: float, poll_s: float = PROXY_POLL_S) -> tuple[bool, dict[str, str]]:
     """Poll ``serve.status().proxies`` until every proxy is HEALTHY or ``wait_s`` passes.
     Returns (healthy, last statuses by node); a proxy the controller restarts shows up again."""
+    # deferred: jobs/sweep imports this; plan_only must not load Ray
     from ray import serve
     from ray.serve.schema import ProxyStatus
 
@@ -284,9 +290,11 @@ def start_serve(host: str, port: int, logging_config: Any = None, attempts: int 
     retried, ``attempts`` times), and the proxy takes longer than the 60 s Ray waits for it
     (``TimeoutError``: the controller is up and still starting it, so wait for it to report
     HEALTHY, up to :func:`proxy_wait_s` more). Either way out: ``RayStartupError`` (exit 5, one line)."""
+    # deferred: jobs/sweep imports this; plan_only must not load Ray
     from ray import serve
     from ray.exceptions import RayActorError
 
+    # deferred, no saving: runtime is imported at the top
     from opteval.cluster.runtime import RayStartupError
 
     wait_s = proxy_wait_s()  # a bad setting fails before anything starts
@@ -322,6 +330,7 @@ def start_serve(host: str, port: int, logging_config: Any = None, attempts: int 
 
 def prefix_tree_actors(app_name: str) -> list[tuple[str, str]]:
     """(name, namespace) of the prefix router's detached actors that belong to ``app_name``."""
+    # deferred: jobs/sweep imports this; plan_only must not load Ray
     import ray
 
     ns_prefix = f"{SERVE_NAMESPACE}::{app_name}::"
@@ -332,6 +341,7 @@ def prefix_tree_actors(app_name: str) -> list[tuple[str, str]]:
 def teardown(app_name: str = LLM_APP_NAME) -> None:
     """Delete the stage's Serve application (frees its GPUs for the next stage) and the
     prefix-tree actors its router created (detached: they outlive ``serve.delete``)."""
+    # deferred: jobs/sweep imports this; plan_only must not load Ray
     import ray
     from ray import serve
 

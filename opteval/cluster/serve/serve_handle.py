@@ -40,6 +40,7 @@ class ServeHandleChatModel(ChatCompletionsModel):
 
     def _method(self) -> Any:
         if self._handle is None:
+            # deferred, no saving: sim_serving at the top imports ray.serve
             from ray import serve
 
             # _check_exists=False: no blocking call to the controller on the worker's event

@@ -45,6 +45,7 @@ class ServingError(RuntimeError):
 
 
 def _serve_running() -> bool:
+    # deferred, no saving: sim_serving at the top imports Ray
     import ray
 
     try:
@@ -55,6 +56,7 @@ def _serve_running() -> bool:
 
 
 def port_free(host: str, port: int) -> bool:
+    # deferred, no saving: the imports at the top load socket
     import socket
 
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
@@ -158,6 +160,7 @@ def cluster_gpus(cfg: Any) -> int:
     """GPUs the schedule may use: ``serving.gpus``, else the cluster's."""
     if cfg.serving.gpus is not None:
         return int(cfg.serving.gpus)
+    # deferred, no saving: sim_serving at the top imports Ray
     import ray
 
     return int(ray.cluster_resources().get("GPU", 0))

@@ -45,6 +45,7 @@ def _usage_block(usage: Any) -> dict[str, Any]:
 
 
 def _sampling_from_body(body: dict[str, Any]) -> Any:
+    # deferred, no saving: sweepcore.endpoint at the top loads it
     from opteval.evalcore.models.base import Sampling
 
     defaults = Sampling()
@@ -59,6 +60,7 @@ def _sampling_from_body(body: dict[str, Any]) -> Any:
 def call_meta(headers: Any) -> Any:
     """The call's harness and stage from the side-channel headers (``X-Opteval-Harness`` /
     ``X-Opteval-Stage``, see ``OpenAIChatModel``) as a ``CallMeta``; None without them."""
+    # deferred, no saving: sweepcore.endpoint at the top loads both
     from opteval.evalcore.models.base import CallMeta
     from opteval.evalcore.models.openai_backend import HARNESS_HEADER, STAGE_HEADER
 
@@ -96,6 +98,7 @@ class SimulatedOpenAI:
     """
 
     def __init__(self, model_cfg: dict[str, Any]) -> None:
+        # deferred: the simulator loads only when a simulated model is used
         from opteval.evalcore.sim.policy import SimulatedModel
 
         self._name = str(model_cfg["name"])

@@ -69,6 +69,7 @@ def names_from_wheel(wheel: Path) -> set[str]:
 
 
 def refresh(version: str) -> int:
+    # deferred: only --refresh runs pip
     import subprocess
 
     with tempfile.TemporaryDirectory(prefix="vllm-args-") as tmp:

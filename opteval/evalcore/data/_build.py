@@ -31,6 +31,7 @@ print("\n@@SUBMISSION@@" + json.dumps(v if isinstance(v, str) or v is None else 
 
 
 def all_specs() -> list[Spec]:
+    # deferred: the specs (numpy, every problem) load only when listed
     from opteval.evalcore.data import _specs_a, _specs_b
 
     specs = _specs_a.SPECS + _specs_b.SPECS
@@ -113,6 +114,7 @@ def relax_integrality(code: str) -> str | None:
 
 def mutation_report() -> None:
     rows = {json.loads(line)["id"]: json.loads(line) for line in SAMPLE_JSONL.read_text().splitlines()}
+    # deferred: only --mutations grades
     from opteval.evalcore.grading import grade
 
     jobs = []

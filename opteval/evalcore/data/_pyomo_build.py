@@ -47,6 +47,7 @@ def _f(x: Any) -> float:
 
 
 def _from_pulp(prob: Any) -> Linear:
+    # deferred: PuLP loads only when a PuLP model is read back
     import pulp
 
     variables = prob.variables()
@@ -93,6 +94,7 @@ def _from_scip(m: Any) -> Linear:
 
 
 def _from_highs(h: Any) -> Linear:
+    # deferred: highspy loads only when a HiGHS model is read back
     import highspy
 
     lp = h.getLp()
@@ -118,6 +120,7 @@ def _from_highs(h: Any) -> Linear:
 
 
 def _from_scipy(call: dict[str, Any], sense: int) -> Linear:
+    # deferred: numpy loads only when a SciPy call is read back
     import numpy as np
 
     c = np.asarray(call["c"], dtype=float) * sense  # the problem's own objective
@@ -139,6 +142,7 @@ def _from_scipy(call: dict[str, Any], sense: int) -> Linear:
             b = np.asarray(call["b_eq"], float)
             blocks.append((np.atleast_2d(call["A_eq"]), b, b))
     else:  # milp
+        # deferred: only a milp call needs scipy's Bounds
         from scipy.optimize import Bounds, LinearConstraint
 
         bd = call.get("bounds") or Bounds(0, np.inf)
@@ -165,6 +169,7 @@ def _from_scipy(call: dict[str, Any], sense: int) -> Linear:
 
 def read_model(src: str) -> Linear:
     """Run a reference program here and read its (last) solved linear model back."""
+    # deferred: solvers load only when building, not on import
     import pulp
     import pyscipopt
     import scipy.optimize as so
@@ -302,6 +307,7 @@ if __name__ == "__main__":
 
 def verify(src: str, answer: Any) -> bool:
     """Run the Pyomo program here; True when what it prints matches the sample's answer."""
+    # deferred: only verify() grades a Pyomo program's output
     from opteval.evalcore.extraction import _stdout_submission
     from opteval.evalcore.grading import grade
     from opteval.evalcore.sandbox.types import ExecResult

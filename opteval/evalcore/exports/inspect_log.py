@@ -23,6 +23,7 @@ SCORER = "correct"
 
 
 def _messages(cell: Cell) -> list[Any]:
+    # deferred: optional extra opteval[inspect]
     from inspect_ai.model import ChatMessageAssistant, ChatMessageSystem, ChatMessageTool, ChatMessageUser
 
     kinds = {"system": ChatMessageSystem, "user": ChatMessageUser, "assistant": ChatMessageAssistant,
@@ -31,6 +32,7 @@ def _messages(cell: Cell) -> list[Any]:
 
 
 def _usage(row: Mapping[str, Any] | None) -> Any:
+    # deferred: optional extra opteval[inspect]
     from inspect_ai.model import ModelUsage
 
     if row is None:
@@ -51,6 +53,7 @@ def _programs(cell: Cell) -> list[dict[str, Any]]:
 
 def sample(cell: Cell, model: str) -> Any:
     """One inspect_ai ``EvalSample`` for a planned trajectory."""
+    # deferred: optional extra opteval[inspect]
     from inspect_ai.log import EvalError, EvalSample
     from inspect_ai.scorer import Score
 
@@ -74,6 +77,7 @@ def sample(cell: Cell, model: str) -> Any:
 
 def eval_log(group: Group, cells: list[Cell], sweep: str, created: str | None = None) -> Any:
     """The ``EvalLog`` of one (model, method, benchmark)."""
+    # deferred: optional extra opteval[inspect]
     from inspect_ai.log import EvalConfig, EvalDataset, EvalLog, EvalMetric, EvalResults, EvalScore, EvalSpec, EvalStats
     from inspect_ai.model import ModelUsage
 

@@ -70,6 +70,7 @@ def to_sympy(expr: str) -> Any:
     """A sympy expression for plain arithmetic over names and numbers, built from the AST without
     ``eval`` (model-written text never reaches sympify); None for anything else (calls,
     attributes, subscripts, comparisons)."""
+    # deferred: sympy takes ~1 s to import; only CAFA, AutoFormulation use it
     import sympy
 
     try:
@@ -107,6 +108,7 @@ def run_succeeded(result: ExecResult) -> bool:
 
 def feedback(result: ExecResult, limit: int = 2000) -> str:
     """What the model is shown of a failed run: the error tail, or why it is not a success."""
+    # deferred, no saving: _common is imported at the top
     from opteval.evalcore.harnesses._common import observation, tail
 
     text = observation(result)

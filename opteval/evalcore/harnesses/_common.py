@@ -112,6 +112,7 @@ def render(template: str, **values: Any) -> str:
 
 def system_prompt(prompt_dir: str, name: str, ctx: HarnessContext) -> str:
     """A system prompt rendered with the sweep's solver set (``{{solvers}}``)."""
+    # deferred, no saving: harnesses.base at the top loads solvers
     from opteval.evalcore.solvers import prompt_list
 
     return render(load_prompt(prompt_dir, name), solvers=prompt_list(ctx.solvers))

@@ -209,6 +209,7 @@ class LLMCritic:
     def __init__(self, spec: CriticSpec, ctx: HarnessContext, meter: Meter, harness: str) -> None:
         self.main = self.meter = meter
         if spec.model:  # another model: its own Meter on the same trajectory (calls and transcript)
+            # deferred: looked up per call (tests patch models.make_model)
             from opteval.evalcore.models import make_model
 
             self.meter = Meter(replace(ctx, model=make_model(dict(spec.model))), meter.traj, harness)
@@ -244,6 +245,7 @@ class RewardModelCritic:
         self.spec, self.meter = spec, meter
 
     async def score(self, problem: ProblemSpec, code: str, turn: int) -> tuple[float, str | None]:
+        # deferred, no saving: evalcore.models (via models.base) loads httpx
         import httpx
 
         spent = self.meter.exhausted()
@@ -332,6 +334,7 @@ class SemOPT(TrajectoryHarness):
                         turn: int, origin: int) -> Candidate:
         """Run, reflect, score one solver code; ``origin`` is the transcript entry of the call
         that wrote it (annotated when the evaluation itself made no call)."""
+        # deferred: only evaluating a candidate needs extraction
         from opteval.evalcore.extraction import extract_code
 
         calls_before = len(run.traj.transcript)
@@ -383,6 +386,7 @@ class SemOPT(TrajectoryHarness):
 
     def _failure(self, run: _Run, result: ExecResult) -> str | None:
         """Why this run gave no objective value (the reflection feedback), or None when it did."""
+        # deferred: only a failed run's feedback parses the submission
         from opteval.evalcore.grading import parse_submission
 
         shown = tail(observation(result), run.ctx.budgets.summary_chars)
@@ -499,6 +503,7 @@ def _user(text: str) -> Message:
 
 
 def _solvers(ctx: HarnessContext) -> str:
+    # deferred, no saving: harnesses.base at the top loads solvers
     from opteval.evalcore.solvers import prompt_list
 
     return prompt_list(ctx.solvers)
@@ -511,6 +516,7 @@ def _head(text: str, limit: int) -> str:
 def _body(node: Node) -> str:
     """What a sibling shows: a program's code, or the node's text."""
     if node.level == CODE:
+        # deferred: only a code node's sibling text needs extraction
         from opteval.evalcore.extraction import extract_code
 
         return extract_code(node.text, "submit") or node.text

@@ -138,6 +138,7 @@ def _wheel(recipe: Recipe) -> Path:
 
 def _import_tools() -> tuple[Any, Any]:
     try:
+        # deferred: optional extra opteval[models]; MissingBuildTools if absent
         import torch
         import transformers
     except ImportError as exc:

@@ -31,6 +31,7 @@ def _openai(cfg: dict[str, Any], pool_shards: int) -> ChatModel:
 
 
 def _replay(cfg: dict[str, Any], pool_shards: int) -> ChatModel:
+    # deferred, no saving: models/__init__ imports replay itself
     from opteval.evalcore.models.replay import ReplayModel
 
     return ReplayModel.from_file(str(cfg["path"]), name=str(cfg["name"]))

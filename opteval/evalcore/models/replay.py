@@ -90,6 +90,7 @@ def jsonl_rows(path: Path, error: type[Exception] | None = None) -> Iterator[tup
 
 
 def _parquet_rows(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
+    # deferred: pyarrow only for Parquet recordings; JSONL needs none
     import pyarrow.parquet as pq
 
     for index, row in enumerate(pq.read_table(path).to_pylist()):

@@ -141,6 +141,7 @@ def reduce_rows(df: pd.DataFrame, annotations: Mapping[str, list[dict[str, Any]]
     :data:`DERIVED` columns every report table reads. ``annotations``: SemOPT's candidate
     annotations by key, when the transcripts were read apart (``opteval report`` reads them only for
     SemOPT methods); otherwise they come from a ``transcript`` column, if any."""
+    # deferred, no saving: the reporting package has loaded it by then
     from opteval.evalcore.finish_reasons import trajectory_counts
 
     n = len(df)
@@ -258,6 +259,7 @@ def _plan_counts(planned: Any) -> tuple[dict[tuple[str, str, str], int], pd.Data
 def _isin(values: pd.Series, among: pd.Series) -> np.ndarray:
     """``values.isin(among)`` through Arrow's hash set: pandas hashes the plan's keys as Python
     objects (~380 MB for the paper's 589,116 keys, issue 44), Arrow as one buffer."""
+    # deferred, no saving: evalcore.records at the top loads pyarrow
     import pyarrow as pa
     import pyarrow.compute as pc
 

@@ -240,6 +240,7 @@ def _md(df: pd.DataFrame) -> str:
 
 def load_sweep(sweep_dir: Path) -> tuple[Any, pd.DataFrame]:
     """(ledger table, plan) of a local sweep directory (``trajectories/`` and ``plan.parquet``)."""
+    # deferred: only this module's CLI reads a sweep directory
     import pyarrow.dataset as ds
     import pyarrow.parquet as pq
 
@@ -257,6 +258,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=None, help="write the Markdown here (default: stdout)")
     parser.add_argument("--json", type=Path, default=None, help="also write the summary rows as JSON")
     args = parser.parse_args(argv)
+    # deferred, no saving: frame (with problems) is imported at the top
     from opteval.evalcore.problems import load_benchmark
     from opteval.evalcore.reporting.frame import prepare
 

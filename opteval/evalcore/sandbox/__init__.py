@@ -38,6 +38,7 @@ __all__ = [
 def __getattr__(name: str) -> Any:
     # local.py imports asyncio; keep it out of the fork server's small pre-import footprint
     if name in ("LocalExecutor", "LocalSession"):
+        # deferred: local imports asyncio (see the comment above)
         from opteval.evalcore.sandbox import local
 
         return getattr(local, name)

@@ -127,6 +127,7 @@ def _count_vars(columns: Iterable[tuple[bool, Any, Any]]) -> tuple[int, int, int
 
 
 def _pulp_features(prob: Any) -> dict[str, Any]:
+    # deferred: runs after a PuLP solve; capture imports no solver at load
     import pulp
 
     cont, binary, integer = _count_vars((v.cat in (pulp.LpInteger, pulp.LpBinary), v.lowBound, v.upBound)
@@ -138,6 +139,7 @@ def _pulp_features(prob: Any) -> dict[str, Any]:
 
 
 def _hook_pulp() -> None:
+    # deferred: install() skips this hook where PuLP is not installed
     import pulp
 
     orig = pulp.LpProblem.solve
@@ -178,6 +180,7 @@ def _scip_features(m: Any) -> dict[str, Any]:
 
 
 def _hook_pyscipopt() -> None:
+    # deferred: install() skips this hook where PySCIPOpt is not installed
     import pyscipopt
     import pyscipopt.scip as scip
 
@@ -209,6 +212,7 @@ def _hook_pyscipopt() -> None:
 
 
 def _highs_features(h: Any) -> dict[str, Any]:
+    # deferred: runs after a HiGHS solve; capture imports no solver at load
     import highspy
 
     lp = h.getLp()
@@ -224,6 +228,7 @@ def _highs_features(h: Any) -> dict[str, Any]:
 
 
 def _hook_highspy() -> None:
+    # deferred: install() skips this hook where highspy is not installed
     from highspy import _core
 
     cls = _core._Highs
@@ -253,6 +258,7 @@ def _rows(a: Any) -> int:
 
 
 def _bounds_arrays(bounds: Any, n: int) -> tuple[list[float], list[float]]:
+    # deferred: runs inside a SciPy solve; no third party at capture's load
     import numpy as np
 
     if bounds is None:
@@ -270,6 +276,7 @@ def _bounds_arrays(bounds: Any, n: int) -> tuple[list[float], list[float]]:
 
 
 def _split_vars(integrality: Any, lo: list[float], up: list[float], n: int) -> tuple[int, int, int]:
+    # deferred: runs inside a SciPy solve; no third party at capture's load
     import numpy as np
 
     if integrality is None:
@@ -285,6 +292,7 @@ def _scipy_status(res: Any) -> str:
 
 
 def _linprog_features(bound: inspect.BoundArguments, res: Any) -> dict[str, Any]:
+    # deferred: runs after a linprog solve; no third party at capture's load
     import numpy as np
 
     a = bound.arguments
@@ -297,6 +305,7 @@ def _linprog_features(bound: inspect.BoundArguments, res: Any) -> dict[str, Any]
 
 
 def _milp_features(bound: inspect.BoundArguments, res: Any) -> dict[str, Any]:
+    # deferred: runs after a milp solve; no third party at capture's load
     import numpy as np
 
     a = bound.arguments
@@ -317,6 +326,7 @@ def _milp_features(bound: inspect.BoundArguments, res: Any) -> dict[str, Any]:
 def _wrap_scipy(name: str, lib: str, features: Callable[[inspect.BoundArguments, Any], dict[str, Any]],
                 form: Callable[[dict[str, Any], list[float], list[float], Any], dict[str, Any]],
                 default_bounds: Any) -> None:
+    # deferred: install() skips the SciPy hooks where SciPy is absent
     import numpy as np
     import scipy.optimize as so
 
@@ -393,12 +403,14 @@ def _wrap_method(cls: Any, name: str, library: str, features: Callable[[Any], di
 
 
 def _hook_gurobipy() -> None:
+    # deferred: optional extra opteval[solvers]; install() skips it
     import gurobipy
 
     _wrap_method(gurobipy.Model, "optimize", "gurobipy", _gurobi_features, capture_forms.gurobi_form)
 
 
 def _hook_coptpy() -> None:
+    # deferred: optional extra opteval[solvers]; install() skips it
     import coptpy
 
     for name in ("solve", "solveLP"):
@@ -409,6 +421,7 @@ def _hook_coptpy() -> None:
 
 
 def _pyomo_features(model: Any, results: Any) -> dict[str, Any]:
+    # deferred: after a Pyomo solve only; Pyomo is hooked on first import
     from pyomo.core import Objective, Var, maximize, value
 
     cont = binary = integer = 0
@@ -431,6 +444,7 @@ def _pyomo_features(model: Any, results: Any) -> dict[str, Any]:
 
 
 def _pyomo_constraint() -> Any:
+    # deferred: after a Pyomo solve only; Pyomo is hooked on first import
     from pyomo.core import Constraint
 
     return Constraint

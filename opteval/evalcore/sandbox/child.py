@@ -120,6 +120,7 @@ def _mounts(cfg: ChildConfig) -> None:
     flags = linux.CLONE_NEWNS | (linux.CLONE_NEWNET if cfg.netns else 0)
     linux.unshare(flags)
     nosd = linux.MS_NOSUID | linux.MS_NODEV
+    # deferred: read at call time: build_root sets TMP_PYTHON_DIRS later
     from opteval.evalcore.sandbox.forkserver.isolation import TMP_PYTHON_DIRS
 
     keep = [(d, os.open(d, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)) for d in TMP_PYTHON_DIRS]
@@ -137,6 +138,7 @@ def _mounts(cfg: ChildConfig) -> None:
 
 def _install_fds(fds: dict[int, int]) -> None:
     """Put ``fds[target] = source`` in place and close every other descriptor."""
+    # deferred, no saving: the fork server has fcntl loaded (warm.py)
     import fcntl
 
     high = {t: fcntl.fcntl(src, fcntl.F_DUPFD_CLOEXEC, 256) for t, src in fds.items()}
@@ -162,6 +164,7 @@ def _scrub_env(cfg: ChildConfig) -> None:
     }
     os.environ.clear()
     os.environ.update(env)
+    # deferred, no saving: the fork server has tempfile loaded (warm.py)
     import tempfile
 
     tempfile.tempdir = cfg.tmpdir
@@ -451,9 +454,11 @@ def _serve(cfg: ChildConfig) -> None:
             sys.modules["__main__"] = mod
             status, exc = _execute(code, path, mod.__dict__)
             try:
+                # deferred: inside the try, after the program: a failure is swallowed
                 import threading
 
                 threading._shutdown()  # type: ignore[attr-defined]  # like `python main.py`: join threads
+                # deferred: as above: the program's atexit hooks, errors swallowed
                 import atexit
 
                 atexit._run_exitfuncs()

@@ -163,6 +163,7 @@ def owns_pid_namespace() -> bool:
     namespace; False when this process made a user namespace but still lives in a PID
     namespace owned by an ancestor.
     """
+    # deferred, no saving: the sandbox package (host) has loaded fcntl
     import fcntl
 
     fd = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)

@@ -128,6 +128,7 @@ def _show(v: Any) -> str:
 
 def _version() -> str:
     try:
+        # deferred: inside the try: any failure falls back to the checkout's
         from importlib.metadata import version
 
         return version("opteval")

@@ -28,6 +28,7 @@ class MlflowViewError(LookupError):
 
 
 def _search(tracking_uri: str, experiment: str, filter_string: str) -> pd.DataFrame:
+    # deferred: mlflow takes seconds to import; only the search needs it
     import mlflow
 
     client = mlflow.MlflowClient(tracking_uri=tracking_uri)

@@ -41,6 +41,7 @@ def ledger_summary(ledger: Ledger, columns: Iterable[str] | None = None, batch_r
     the four finish-reason counts (``opteval.evalcore.finish_reasons.COLUMNS``) derived from each
     row's ``calls`` as the record batches are read: what :func:`summarize_ledger`, the sweep's end
     and ``--sync-mlflow`` need, never the transcripts or executions, nor the calls held (issue 44)."""
+    # deferred, no saving: finish_reasons is imported at the top
     from opteval.evalcore.finish_reasons import trajectory_counts
     from opteval.evalcore.ledger_detail import calls_of
 

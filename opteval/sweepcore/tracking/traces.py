@@ -66,8 +66,10 @@ def rows_of(chosen: pd.DataFrame, ledger: Any = None) -> Iterator[dict[str, Any]
     if ledger is None:
         yield from chosen.to_dict("records")
         return
+    # deferred, no saving: the reporting imports at the top load it
     import pyarrow.compute as pc
 
+    # deferred, no saving: ledger_detail at the top loads records
     from opteval.evalcore.records import LEDGER_SCHEMA
 
     when = dict(zip(chosen["key"], chosen["committed_at"]))

@@ -167,6 +167,7 @@ class Tracker:
         return self.active
 
     def _start(self, resolved: Mapping[str, Any], fingerprint: str, pairs: list[tuple[str, str]]) -> None:
+        # deferred: mlflow takes seconds to import; only when tracking starts
         from mlflow.tracking import MlflowClient
 
         route_library_logs(self.log_dir())  # after mlflow's import, which sets its loggers up
@@ -224,6 +225,7 @@ class Tracker:
             self._log_params(run_id, run_params(resolved, model, method, fingerprint))
 
     def _log_params(self, run_id: str, params: Mapping[str, str]) -> None:
+        # deferred: keeps mlflow out of the module top (_start loaded it)
         from mlflow.entities import Param
 
         existing = self.client.get_run(run_id).data.params
@@ -237,6 +239,7 @@ class Tracker:
             self.client.set_tag(run_id, k, v)
 
     def _log_metrics(self, run_id: str, metrics: Mapping[str, float], step: int, ts_ms: int) -> None:
+        # deferred: keeps mlflow out of the module top (_start loaded it)
         from mlflow.entities import Metric
 
         items = [Metric(k, float(v), ts_ms, step) for k, v in sorted(metrics.items())]
@@ -279,6 +282,7 @@ class Tracker:
                                pc.is_in(table.column("key"), value_set=planned_keys))
                 d = Path(tmp) / f"{model}__{method}"
                 d.mkdir()
+                # deferred, no saving: sweepcore.ledger at the top loads it
                 import pyarrow.parquet as pq
 
                 cell = table.filter(mask)
@@ -329,8 +333,10 @@ class Tracker:
 
     def _log_traces(self, table: pa.Table, plan: pa.Table, budget_s: float | None,
                     ledger: Ledger | None) -> TraceCount:
+        # deferred: mlflow takes seconds to import; only when traces are logged
         import mlflow
 
+        # deferred: traces loads the reporting package (matplotlib, jinja2)
         from opteval.sweepcore.tracking.traces import cap, log_traces, logged_keys, rows_of, select
 
         assert self.experiment_id is not None  # only called while active

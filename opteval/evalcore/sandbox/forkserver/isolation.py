@@ -41,6 +41,7 @@ def enter_user_namespace(new_user: bool = True) -> None:
     process may map without setuid helpers. ``new_user=False``: root of a user namespace
     whose PID namespace belongs to an ancestor; only the PID namespace is new.
     """
+    # deferred, no saving: socket at the top has loaded select
     import select
 
     uid, gid = os.geteuid(), os.getegid()
@@ -73,6 +74,7 @@ def enter_user_namespace(new_user: bool = True) -> None:
 
 def _init_loop(death_r: int) -> None:
     """pid 1 of one run's PID namespace: reap orphans until the server kills us (or dies)."""
+    # deferred, no saving: socket at the top has loaded select
     import select
 
     linux.set_name("opteval-init")

@@ -57,6 +57,7 @@ def warm_solvers(loaded: list[str]) -> None:
     """
     if "pulp" in loaded:
         try:
+            # deferred: only when warm_imports loaded it (it may be absent)
             import pulp
 
             prob = pulp.LpProblem("warm", pulp.LpMaximize)
@@ -69,6 +70,7 @@ def warm_solvers(loaded: list[str]) -> None:
         warm_pyomo("pulp" in loaded)
     if "pyscipopt" in loaded:
         try:
+            # deferred: only when warm_imports loaded it (it may be absent)
             import pyscipopt
 
             m = pyscipopt.Model()
@@ -83,9 +85,11 @@ def warm_solvers(loaded: list[str]) -> None:
 
 def warm_pyomo(with_cbc: bool) -> None:
     """Point Pyomo's ``cbc`` at PuLP's binary and solve one tiny model with GLPK."""
+    # deferred, no saving: the sandbox package has loaded logging
     import logging
 
     try:
+        # deferred: only when warm_imports loaded Pyomo; a broken one is skipped
         from pyomo.common import Executable
         from pyomo.environ import ConcreteModel, Integers, Objective, SolverFactory, Var, maximize
 
@@ -96,6 +100,7 @@ def warm_pyomo(with_cbc: bool) -> None:
         if glpsol:
             Executable("glpsol").set_path(glpsol)
         if with_cbc:
+            # deferred: only with_cbc, i.e. when warm_imports loaded PuLP
             import pulp
 
             cbc = os.path.realpath(pulp.PULP_CBC_CMD().path or "")

@@ -71,6 +71,7 @@ class Zygote:
 
 
 def _installation_reachable_by_others() -> bool:
+    # deferred, no saving: isolation is imported at the top
     from opteval.evalcore.sandbox.forkserver.isolation import python_dirs
 
     for d in python_dirs():
@@ -131,6 +132,7 @@ def _zygote_main(sock: socket.socket, factory: NsFactory | None, contained: bool
 
 def _make(sock: socket.socket, factory: NsFactory | None, contained: bool, netns: bool, self_pidfd: int,
           rng: random.Random, root: bool, userns: bool, warm: bool) -> tuple[int, int]:
+    # deferred: child loads in warm_imports, after the ns factory's fork
     from opteval.evalcore.sandbox.child import ChildConfig, child_main
 
     t0 = time.perf_counter()
@@ -154,6 +156,7 @@ def _make(sock: socket.socket, factory: NsFactory | None, contained: bool, netns
                 os.chown(workdir, uid, uid)
                 os.chown(tmp, uid, uid)
         except OSError:
+            # deferred, no saving: warm.py imports shutil in the server
             import shutil
 
             shutil.rmtree(workdir, ignore_errors=True)
