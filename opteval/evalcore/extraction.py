@@ -50,6 +50,7 @@ Each way is a named profile so published results can be reproduced exactly:
 """
 from __future__ import annotations
 
+import importlib.util
 import re
 import textwrap
 from collections.abc import Callable
@@ -328,9 +329,6 @@ PROFILES.add_lazy("orr1-train", "opteval.evalcore.rewards_released:ORR1_TRAIN_PR
 def missing_packages(profile: str) -> str | None:
     """Why ``profile`` cannot work in this environment (a package it needs is not importable,
     named with the extra that installs it), else None."""
-    # deferred, no saving: the interpreter has importlib.util loaded
-    import importlib.util
-
     entry = PROFILES.get(profile)
     for package, extra in (entry.needs if entry else ()):
         if importlib.util.find_spec(package) is None:

@@ -19,6 +19,7 @@ Accounting rules (paper, Appendix A):
 from __future__ import annotations
 
 import math
+import zlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -287,9 +288,6 @@ def bootstrap_seed(seed: int, *parts: Any) -> list[int]:
     """A numpy seed sequence from ``seed`` and names (e.g. the benchmark): stable across
     runs and Python processes (no ``hash()``), so a report is reproducible and two methods
     evaluated on the same benchmark get the same resampled problem sets (paired)."""
-    # deferred, no saving: the interpreter has zlib loaded
-    import zlib
-
     return [int(seed)] + [zlib.crc32(str(p).encode("utf-8")) for p in parts]
 
 

@@ -48,6 +48,7 @@ from opteval.evalcore.audit import (
     summary,
     variant_report,
 )
+from opteval.evalcore.problems import REGISTRY, BenchmarkLoadError, data_dir, load_benchmark
 from opteval.jobs.args import JobParser, UsageError, job_parser, parse, usage_error
 from opteval.jobs.report import check_out_dir
 from opteval.sweepcore.config import ConfigError, load_config
@@ -121,9 +122,6 @@ def open_ledgers(names: list[str], dirs: list[str], rest: list[str]) -> tuple[li
 
 def load_keys(slugs: list[str], data: Any) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, str]]]:
     """Parsed keys and questions per benchmark; an absent benchmark file is a usage error."""
-    # deferred, no saving: sweepcore.ledger at the top loads problems
-    from opteval.evalcore.problems import BenchmarkLoadError, load_benchmark
-
     keys, questions = {}, {}
     for slug in slugs:
         try:
@@ -138,9 +136,6 @@ def load_keys(slugs: list[str], data: Any) -> tuple[dict[str, dict[str, Any]], d
 def variant_reports(slugs: list[str], data: Any) -> tuple[dict[str, tuple[str, dict[str, Any], VariantReport]],
                                                            list[str]]:
     """Each audited benchmark that has a pinned counterpart (``x`` and ``x@sirl``) with its data."""
-    # deferred, no saving: sweepcore.ledger at the top loads problems
-    from opteval.evalcore.problems import REGISTRY
-
     out: dict[str, tuple[str, dict[str, Any], VariantReport]] = {}
     notes = []
     done: dict[str, VariantReport] = {}
@@ -226,9 +221,6 @@ def main(argv: list[str] | None = None) -> int:
         ledgers, cfg = open_ledgers(names, opts["--ledger"], rest)
         if not ledgers and not opts.get("--benchmarks"):
             raise UsageError("nothing to audit: name a sweep (sweep.name=A), a --ledger DIR or --benchmarks b1,b2")
-        # deferred, no saving: sweepcore.ledger at the top loads problems
-        from opteval.evalcore.problems import data_dir
-
         data = data_dir(cfg.data.dir)
         collector = Collector()
         for led in ledgers:

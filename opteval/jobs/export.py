@@ -15,11 +15,14 @@ read (column projection). Exit 2 with one line on a bad sweep, format or option.
 """
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 from typing import Any
 
 from opteval.evalcore.exports.cells import COLUMNS, group_cells
+from opteval.evalcore.models.batch import request_row
+from opteval.evalcore.problems import BenchmarkLoadError, data_dir, load_benchmark
 from opteval.exit_codes import ExitCode
 from opteval.jobs.args import JobParser, UsageError, help_asked, job_parser, parse, usage_error
 from opteval.jobs.report import check_out_dir, default_out, no_plan_message
@@ -34,9 +37,6 @@ def benchmark_texts(cfg: SweepConfig, benchmarks: list[str]) -> tuple[dict[tuple
                                                                       dict[tuple[str, str], Any]]:
     """Questions and answers per (benchmark, problem id), for lm-eval's doc and target hashes; a
     benchmark whose data is absent gets none (its hashes then cover the problem id alone)."""
-    # deferred, no saving: sweepcore.ledger at the top loads problems
-    from opteval.evalcore.problems import BenchmarkLoadError, data_dir, load_benchmark
-
     questions: dict[tuple[str, str], str] = {}
     answers: dict[tuple[str, str], Any] = {}
     for slug in benchmarks:
@@ -53,12 +53,6 @@ def benchmark_texts(cfg: SweepConfig, benchmarks: list[str]) -> tuple[dict[tuple
 
 def write_batch_input(groups: dict[Any, list[Any]], out: Path, cfg: SweepConfig) -> Path:
     """``out/requests.jsonl``: each recorded call's messages and the sweep's sampling, in plan order."""
-    # deferred, no saving: the imports at the top load json
-    import json
-
-    # deferred, no saving: sweepcore.config at the top loads it
-    from opteval.evalcore.models.batch import request_row
-
     path = out / "requests.jsonl"
     body = {"temperature": cfg.sampling.temperature, "top_p": cfg.sampling.top_p,
             "max_tokens": cfg.sampling.max_tokens}

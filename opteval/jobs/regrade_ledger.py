@@ -11,6 +11,7 @@ from typing import Any
 from opteval.evalcore.grading import parse_submission
 from opteval.evalcore.ledger_detail import error_struct
 from opteval.evalcore.records import LEDGER_SCHEMA, STATUS_NO_SUBMISSION, STATUS_SUBMITTED, config_fingerprint, trajectory_key
+from opteval.sweepcore.ledger import Ledger
 from opteval.sweepcore.ledger.rows import _submission_text, verification_columns
 
 
@@ -43,9 +44,6 @@ def write_ledger(directory: Path, verdicts: list[Any], records: list[Any], *, mo
     """Write (or replace the rows of) the ledger ``directory`` = ``<output_dir>/<sweep name>``; returns
     the rows written. A rerun with the same inputs rewrites the same keys (refused by the ledger as
     duplicates), so a ledger directory holds one regrade: a second needs a new directory."""
-    # deferred, no saving: ledger.rows at the top loads the ledger package
-    from opteval.sweepcore.ledger import Ledger
-
     directory = directory.expanduser().resolve()
     sweep = directory.name
     config = {"regrade": {"model": model, "method": method, "benchmark": benchmark, "grading": profile,

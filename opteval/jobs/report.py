@@ -34,6 +34,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from opteval.evalcore.ledger_detail import without_exec_text
+from opteval.evalcore.problems import BenchmarkLoadError, data_dir, load_benchmark
 from opteval.exit_codes import ExitCode
 from opteval.jobs.args import JobParser, UsageError, help_asked, job_parser, parse, usage_error
 from opteval.jobs.paper_report import run_merged, wants
@@ -86,9 +87,6 @@ def model_meta(models: list[str]) -> dict[str, dict[str, Any]]:
 
 def answer_keys(cfg: SweepConfig, benchmarks: list[str]) -> dict[str, Any]:
     """The driver-side answer keys; a benchmark whose data is absent keeps its stored grades."""
-    # deferred, no saving: sweepcore.ledger at the top loads problems
-    from opteval.evalcore.problems import BenchmarkLoadError, data_dir, load_benchmark
-
     keys: dict[str, Any] = {}
     for slug in benchmarks:
         try:

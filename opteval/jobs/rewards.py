@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any
 from opteval.evalcore.extraction import PROFILES as EXTRACTION_PROFILES
 from opteval.evalcore.extraction import extract_code, missing_packages
 from opteval.evalcore.grading import PROFILES as GRADING_PROFILES
-from opteval.evalcore.models.replay import ReplayFileError, ReplayRecord, load_records
+from opteval.evalcore.models.replay import ReplayFileError, ReplayRecord, jsonl_rows, load_records
 from opteval.evalcore.rewards import SCHEMES, Reward, RewardItem, get_scheme, score
 from opteval.evalcore.rewards_released import extraction_for
 from opteval.evalcore.sandbox.types import ExecResult, Limits
@@ -96,9 +96,6 @@ def orlm_executed_items(path: Path) -> list[RewardItem]:
     """ORLM's released ``results/<bench>.q2mc_en.ORLM-LLaMA-3-8B/executed.jsonl`` as items:
     id = ``source``, completion = ``en_math_model_coptpy_code`` (the model's response),
     answer = ``en_answer``. Errors name the file and line."""
-    # deferred, no saving: models.replay is imported at the top
-    from opteval.evalcore.models.replay import jsonl_rows
-
     if not path.exists():
         raise RewardsInputError(f"{path}: no such file ({ORLM_OUTPUTS_HOWTO})")
     out = []

@@ -12,6 +12,10 @@ import sys
 import textwrap
 from typing import Any
 
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+
 from opteval.evalcore.formulation import verification_lines
 from opteval.jobs.args import JobParser, UsageError, job_parser, parse, usage_error
 from opteval.jobs.report import answer_keys
@@ -41,11 +45,6 @@ def find(rows: Any, key: str) -> Any:
 def locate(ledger: Ledger, key: str) -> Any:
     """``find`` over the committed and planned keys, then only that trajectory read whole: the keys
     of a paper-sized sweep are tens of MB, its transcripts tens of GB (issue 44)."""
-    # deferred, no saving: jobs.report at the top loads pandas, pyarrow
-    import pandas as pd
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
     # deferred: importing this job stays light (reporting: matplotlib, scipy)
     from opteval.evalcore.reporting.view import rows_with_missing
 

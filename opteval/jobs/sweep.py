@@ -26,8 +26,11 @@ resumes). Every code and its line: docs/errors.md.
 """
 from __future__ import annotations
 
+import importlib.util
 import os
+import re
 import sys
+import textwrap
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -68,10 +71,6 @@ def usage() -> str:
 
 def config_sections(path: Path) -> list[str]:
     """One line per top-level key of a sweep YAML: a section's keys, or a value's default and comment."""
-    # deferred, no saving: re and textwrap are loaded by then
-    import re
-    import textwrap
-
     # deferred: PyYAML loads only for --help's section list
     import yaml
 
@@ -208,9 +207,6 @@ def check_serving(cfg: SweepConfig) -> None:
     """Before Ray starts: a ``backend: vllm`` model where vLLM is not installed, and a Serve port
     another process holds (Serve's proxy would fail minutes later, in a traceback). Only for a
     cluster this sweep starts: a joined one may run Serve on that port already."""
-    # deferred, no saving: the interpreter has importlib.util loaded
-    import importlib.util
-
     # deferred: serving imports Ray; plan_only never gets here
     from opteval.cluster.runtime import ray_initialized, resolve_address
     from opteval.cluster.serve.serving import port_free

@@ -27,6 +27,7 @@ from opteval.jobs.args import JobParser, UsageError, job_parser, parse, usage_er
 from opteval.jobs.report import answer_keys, check_out_dir, default_out, no_plan_message
 from opteval.sweepcore.config import ConfigError, load_config
 from opteval.sweepcore.ledger import Ledger, LedgerError
+from opteval.sweepcore.tracking import Tracker
 
 
 def build_parser() -> JobParser:
@@ -81,9 +82,6 @@ def main(argv: list[str] | None = None) -> int:
     print(f"view written to {site.index.resolve()} ({site.trajectories} trajectories, {site.pages} pages, "
           f"{site.errors} errors, {site.missing} missing); open it in a browser")
     if opts["--mlflow"]:
-        # deferred, no saving: jobs.report at the top loads tracking
-        from opteval.sweepcore.tracking import Tracker
-
         tracker = Tracker.from_config(cfg)
         tracker.enabled = True  # an explicit --mlflow overrides tracking.enabled=false
         man = ledger.manifest() or {}

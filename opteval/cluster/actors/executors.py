@@ -25,7 +25,7 @@ from ray.exceptions import GetTimeoutError, RayError
 from opteval.cluster.runtime import EXECUTOR_RESOURCE
 from opteval.evalcore import sandbox
 from opteval.evalcore.sandbox.types import KILLED, ExecResult, Limits
-from opteval.evalcore.solvers import preimport_modules, validate
+from opteval.evalcore.solvers import preimport_modules, validate, versions
 
 # Slack on top of a program's own wall limit before the facade gives up on a remote call:
 # queueing behind other runs on the same actor, pickling, an actor restart.
@@ -118,9 +118,6 @@ class ExecutorActor:
 
     async def environment(self) -> dict[str, Any]:
         """The solver set, its installed versions and the modules the fork server pre-imported."""
-        # deferred, no saving: solvers is imported at the top
-        from opteval.evalcore.solvers import versions
-
         await self.warm()
         return {"solvers": list(self._solvers), "versions": versions(self._solvers),
                 "preimported": list(self._server.modules)}

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import signal
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, replace
@@ -404,9 +405,6 @@ def _hard_exit(prep: Prepared, tracker: Tracker | None, status: str, line: str, 
     MLflow runs ended (a tighter OffLoop bound than the sweep's), the lease released, ``line``,
     then ``os._exit(code)`` whatever failed before it. The processes ``ray.init`` started die
     with the driver (Ray starts them fate-sharing)."""
-    # deferred, no saving: os is always loaded
-    import os
-
     try:
         if tracker is not None:
             OffLoop(tracker, min(HARD_EXIT_TRACKING_S, float(prep.cfg.tracking.timeout_s))).call(

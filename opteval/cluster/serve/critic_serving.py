@@ -23,7 +23,9 @@ import argparse
 import importlib
 import json
 import math
+import signal
 import sys
+import threading
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -31,6 +33,7 @@ from ray import serve
 from starlette.requests import Request
 from starlette.responses import Response
 
+from opteval.cluster.runtime import connect
 from opteval.cluster.serve.serve_apps import start_serve  # waits out a slow proxy on a busy machine
 
 CRITIC_APP = "opteval-critic"
@@ -146,13 +149,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--num-gpus", type=float, default=0)
     parser.add_argument("--max-length", type=int, default=4096)
     args = parser.parse_args(argv)
-    # deferred, no saving: the Ray imports at the top load both
-    import signal
-    import threading
-
-    # deferred, no saving: serve_apps at the top imports runtime
-    from opteval.cluster.runtime import connect
-
     connect(None)
     url = deploy_critic(args.model, args.port, args.route, args.replicas, args.num_gpus, args.max_length)
     print(f"reward model {args.model} at {url}", flush=True)

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from opteval.cluster import ray_private
-from opteval.cluster.runtime import PlacementError
+from opteval.cluster.runtime import PlacementError, RayStartupError
 from opteval.sweepcore.config_errors import ConfigError
 
 LLM_APP_NAME = "opteval-llm"  # the one ray.serve.llm application of a stage
@@ -293,9 +293,6 @@ def start_serve(host: str, port: int, logging_config: Any = None, attempts: int 
     # deferred: jobs/sweep imports this; plan_only must not load Ray
     from ray import serve
     from ray.exceptions import RayActorError
-
-    # deferred, no saving: runtime is imported at the top
-    from opteval.cluster.runtime import RayStartupError
 
     wait_s = proxy_wait_s()  # a bad setting fails before anything starts
     for i in range(attempts):

@@ -19,6 +19,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from ray import serve
+
 from opteval.cluster.serve.sim_serving import call_meta
 from opteval.evalcore.models.base import CallMeta
 from opteval.evalcore.models.openai_backend import ChatCompletionsModel, TransportFailure, meta_headers
@@ -40,9 +42,6 @@ class ServeHandleChatModel(ChatCompletionsModel):
 
     def _method(self) -> Any:
         if self._handle is None:
-            # deferred, no saving: sim_serving at the top imports ray.serve
-            from ray import serve
-
             # _check_exists=False: no blocking call to the controller on the worker's event
             # loop; a deployment that is not there fails the call (retried, then ModelError).
             # The router runs on Serve's own thread (its default): running it on the worker's

@@ -14,9 +14,12 @@ vLLM apps come from ``opteval.cluster.serve.llm_serving`` (imported only when a 
 """
 from __future__ import annotations
 
+import socket
 import time
 from dataclasses import replace
 from typing import Any
+
+import ray
 
 from opteval.cluster.serve.deployers import deployer_of
 from opteval.cluster.serve.serve_apps import LLM_APP_NAME, QUIET_LOGS, start_serve, teardown, wait_app_ready
@@ -45,9 +48,6 @@ class ServingError(RuntimeError):
 
 
 def _serve_running() -> bool:
-    # deferred, no saving: sim_serving at the top imports Ray
-    import ray
-
     try:
         ray.get_actor("SERVE_CONTROLLER_ACTOR", namespace="serve")
     except ValueError:
@@ -56,9 +56,6 @@ def _serve_running() -> bool:
 
 
 def port_free(host: str, port: int) -> bool:
-    # deferred, no saving: the imports at the top load socket
-    import socket
-
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
@@ -160,7 +157,4 @@ def cluster_gpus(cfg: Any) -> int:
     """GPUs the schedule may use: ``serving.gpus``, else the cluster's."""
     if cfg.serving.gpus is not None:
         return int(cfg.serving.gpus)
-    # deferred, no saving: sim_serving at the top imports Ray
-    import ray
-
     return int(ray.cluster_resources().get("GPU", 0))

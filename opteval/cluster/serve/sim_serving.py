@@ -17,6 +17,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from opteval.cluster.serve.serve_apps import QUIET_LOGS, server_deployment_name
+from opteval.evalcore.models.base import CallMeta, Sampling
+from opteval.evalcore.models.openai_backend import HARNESS_HEADER, STAGE_HEADER
 from opteval.sweepcore.backends.sim_config import simulated_app_name, simulated_client_config
 from opteval.sweepcore.endpoint import Endpoint, serve_url
 
@@ -45,9 +47,6 @@ def _usage_block(usage: Any) -> dict[str, Any]:
 
 
 def _sampling_from_body(body: dict[str, Any]) -> Any:
-    # deferred, no saving: sweepcore.endpoint at the top loads it
-    from opteval.evalcore.models.base import Sampling
-
     defaults = Sampling()
     return Sampling(
         temperature=float(body.get("temperature", defaults.temperature)),
@@ -60,10 +59,6 @@ def _sampling_from_body(body: dict[str, Any]) -> Any:
 def call_meta(headers: Any) -> Any:
     """The call's harness and stage from the side-channel headers (``X-Opteval-Harness`` /
     ``X-Opteval-Stage``, see ``OpenAIChatModel``) as a ``CallMeta``; None without them."""
-    # deferred, no saving: sweepcore.endpoint at the top loads both
-    from opteval.evalcore.models.base import CallMeta
-    from opteval.evalcore.models.openai_backend import HARNESS_HEADER, STAGE_HEADER
-
     harness = headers.get(HARNESS_HEADER) or headers.get(HARNESS_HEADER.lower())
     stage = headers.get(STAGE_HEADER) or headers.get(STAGE_HEADER.lower())
     return CallMeta(harness=harness, stage=stage or "act") if harness else None

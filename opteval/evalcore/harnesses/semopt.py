@@ -40,6 +40,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
+import httpx
+
 from opteval.evalcore.harnesses._common import (
     BudgetSpent,
     Meter,
@@ -57,6 +59,7 @@ from opteval.evalcore.models.base import Message, ModelError
 from opteval.evalcore.problems import ProblemSpec
 from opteval.evalcore.records import STATUS_SUBMITTED, CallRecord, Submission, Trajectory
 from opteval.evalcore.sandbox.types import ExecResult
+from opteval.evalcore.solvers import prompt_list
 
 PROMPTS = "semopt"
 LEVELS = ("root", "strategy", "model", "code")
@@ -245,9 +248,6 @@ class RewardModelCritic:
         self.spec, self.meter = spec, meter
 
     async def score(self, problem: ProblemSpec, code: str, turn: int) -> tuple[float, str | None]:
-        # deferred, no saving: evalcore.models (via models.base) loads httpx
-        import httpx
-
         spent = self.meter.exhausted()
         if spent:
             raise BudgetSpent(spent)
@@ -503,9 +503,6 @@ def _user(text: str) -> Message:
 
 
 def _solvers(ctx: HarnessContext) -> str:
-    # deferred, no saving: harnesses.base at the top loads solvers
-    from opteval.evalcore.solvers import prompt_list
-
     return prompt_list(ctx.solvers)
 
 

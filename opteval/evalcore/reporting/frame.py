@@ -23,7 +23,10 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
+from opteval.evalcore.finish_reasons import trajectory_counts
 from opteval.evalcore.grading import PROFILES, Parsed, grade_parsed, parse_submission
 from opteval.evalcore.ledger_detail import calls_of, error_message, execs_of, transcript_of
 from opteval.evalcore.problems import AnswerKey
@@ -141,9 +144,6 @@ def reduce_rows(df: pd.DataFrame, annotations: Mapping[str, list[dict[str, Any]]
     :data:`DERIVED` columns every report table reads. ``annotations``: SemOPT's candidate
     annotations by key, when the transcripts were read apart (``opteval report`` reads them only for
     SemOPT methods); otherwise they come from a ``transcript`` column, if any."""
-    # deferred, no saving: the reporting package has loaded it by then
-    from opteval.evalcore.finish_reasons import trajectory_counts
-
     n = len(df)
     calls_col = df["calls"] if "calls" in df.columns else [None] * n
     execs_col = df["execs"] if "execs" in df.columns else [None] * n
@@ -259,10 +259,6 @@ def _plan_counts(planned: Any) -> tuple[dict[tuple[str, str, str], int], pd.Data
 def _isin(values: pd.Series, among: pd.Series) -> np.ndarray:
     """``values.isin(among)`` through Arrow's hash set: pandas hashes the plan's keys as Python
     objects (~380 MB for the paper's 589,116 keys, issue 44), Arrow as one buffer."""
-    # deferred, no saving: evalcore.records at the top loads pyarrow
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
     try:
         found = pc.is_in(pa.Array.from_pandas(values), value_set=pa.Array.from_pandas(among))
     except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):  # keys not all strings

@@ -35,9 +35,10 @@ import numpy as np
 import pandas as pd
 
 from opteval.evalcore.grading import DEFAULT_PROFILE, grade_parsed, parse_submission
+from opteval.evalcore.problems import load_benchmark
 from opteval.evalcore.reporting import semopt_tables
 from opteval.evalcore.reporting.difficulty import EASY, HARD, LEVELS, MEDIUM, difficulty_labels
-from opteval.evalcore.reporting.frame import Prepared, _nn
+from opteval.evalcore.reporting.frame import Prepared, _nn, prepare
 
 STAGES = ("generate", "reflect", "expand", "critic")
 KEYS = ["model", "method", "benchmark", "problem_id", "sample"]
@@ -258,10 +259,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=None, help="write the Markdown here (default: stdout)")
     parser.add_argument("--json", type=Path, default=None, help="also write the summary rows as JSON")
     args = parser.parse_args(argv)
-    # deferred, no saving: frame (with problems) is imported at the top
-    from opteval.evalcore.problems import load_benchmark
-    from opteval.evalcore.reporting.frame import prepare
-
     try:
         table, plan = load_sweep(args.sweep_dir)
         keys = {b: load_benchmark(b)[1] for b in sorted(set(plan["benchmark"]))}

@@ -9,8 +9,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from opteval.evalcore.finish_reasons import COLUMNS as FINISH_COLUMNS
-from opteval.evalcore.finish_reasons import with_counts
+from opteval.evalcore.finish_reasons import trajectory_counts, with_counts
 from opteval.evalcore.formulation import with_unsolved
+from opteval.evalcore.ledger_detail import calls_of
 from opteval.evalcore.metrics import summarize
 from opteval.evalcore.protocols import protocol_notes
 from opteval.evalcore.records import LEDGER_SCHEMA
@@ -41,10 +42,6 @@ def ledger_summary(ledger: Ledger, columns: Iterable[str] | None = None, batch_r
     the four finish-reason counts (``opteval.evalcore.finish_reasons.COLUMNS``) derived from each
     row's ``calls`` as the record batches are read: what :func:`summarize_ledger`, the sweep's end
     and ``--sync-mlflow`` need, never the transcripts or executions, nor the calls held (issue 44)."""
-    # deferred, no saving: finish_reasons is imported at the top
-    from opteval.evalcore.finish_reasons import trajectory_counts
-    from opteval.evalcore.ledger_detail import calls_of
-
     cols = [c for c in (columns or SCORING_READ) if c not in DETAIL_COLUMNS]
     if "status" not in cols:
         cols.append("status")

@@ -18,8 +18,10 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 import pandas as pd
+import pyarrow.compute as pc
 
 from opteval.evalcore.ledger_detail import calls_of, execs_of
+from opteval.evalcore.records import LEDGER_SCHEMA
 from opteval.evalcore.reporting.frame import to_frame
 from opteval.evalcore.reporting.view.model import Detail, detail
 from opteval.sweepcore.config import TRACE_MODES
@@ -66,12 +68,6 @@ def rows_of(chosen: pd.DataFrame, ledger: Any = None) -> Iterator[dict[str, Any]
     if ledger is None:
         yield from chosen.to_dict("records")
         return
-    # deferred, no saving: the reporting imports at the top load it
-    import pyarrow.compute as pc
-
-    # deferred, no saving: ledger_detail at the top loads records
-    from opteval.evalcore.records import LEDGER_SCHEMA
-
     when = dict(zip(chosen["key"], chosen["committed_at"]))
     if not when:
         return

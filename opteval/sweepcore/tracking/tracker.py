@@ -40,6 +40,7 @@ from typing import Any, NamedTuple
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from opteval.sweepcore.backends import is_simulated
 from opteval.sweepcore.config import SweepConfig
@@ -282,9 +283,6 @@ class Tracker:
                                pc.is_in(table.column("key"), value_set=planned_keys))
                 d = Path(tmp) / f"{model}__{method}"
                 d.mkdir()
-                # deferred, no saving: sweepcore.ledger at the top loads it
-                import pyarrow.parquet as pq
-
                 cell = table.filter(mask)
                 artifact = cell.drop_columns([c for c in ARTIFACT_DROP if c in cell.column_names])
                 pq.write_table(artifact, d / "trajectories.parquet", compression="zstd")
