@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import fields
 from typing import Any, TypeVar
 
-from opteval.evalcore.harnesses._common import Meter, exec_record, load_prompt, observation, render, system_prompt, tail
+from opteval.evalcore.harnesses._common import Meter, exec_record, load_prompt, render, system_prompt
 from opteval.evalcore.harnesses.base import HarnessContext
 from opteval.evalcore.harnesses.template import TrajectoryHarness
 from opteval.evalcore.models.base import Message
@@ -70,7 +70,6 @@ def to_sympy(expr: str) -> Any:
     """A sympy expression for plain arithmetic over names and numbers, built from the AST without
     ``eval`` (model-written text never reaches sympify); None for anything else (calls,
     attributes, subscripts, comparisons)."""
-    # deferred: sympy takes ~1 s to import; only CAFA, AutoFormulation use it
     import sympy
 
     try:
@@ -108,6 +107,8 @@ def run_succeeded(result: ExecResult) -> bool:
 
 def feedback(result: ExecResult, limit: int = 2000) -> str:
     """What the model is shown of a failed run: the error tail, or why it is not a success."""
+    from opteval.evalcore.harnesses._common import observation, tail
+
     text = observation(result)
     if result.outcome == "ok" and result.submission is None:
         text += "\n(the program ran but never called submit())"

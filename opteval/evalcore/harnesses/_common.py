@@ -19,7 +19,6 @@ from opteval.evalcore.models.base import CallMeta, Completion, Message, Sampling
 from opteval.evalcore.problems import ProblemSpec
 from opteval.evalcore.records import CallRecord, ExecRecord, Trajectory
 from opteval.evalcore.sandbox.types import ExecResult
-from opteval.evalcore.solvers import prompt_list
 
 PROMPTS_DIR = Path(__file__).parent / "prompts"
 TAIL_CHARS = 2000  # stdout/stderr kept per ExecRecord
@@ -113,6 +112,8 @@ def render(template: str, **values: Any) -> str:
 
 def system_prompt(prompt_dir: str, name: str, ctx: HarnessContext) -> str:
     """A system prompt rendered with the sweep's solver set (``{{solvers}}``)."""
+    from opteval.evalcore.solvers import prompt_list
+
     return render(load_prompt(prompt_dir, name), solvers=prompt_list(ctx.solvers))
 
 

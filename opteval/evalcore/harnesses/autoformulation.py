@@ -88,7 +88,6 @@ _CMP = re.compile(r"(<=|>=|==)")
 def _sympy_key(expr: str) -> str | None:
     """A canonical string of an arithmetic expression (sympy; subscripts ``x[i]`` read as names),
     or None when it is not plain arithmetic."""
-    # deferred: sympy takes ~1 s to import; only deduplication uses it
     import sympy
 
     e = to_sympy(_flat(expr))
@@ -137,7 +136,6 @@ HAVE_Z3 = importlib.util.find_spec("z3") is not None  # optional: pip install z3
 
 def _sympy_constraints(code: str) -> list[tuple[str, Any]] | None:
     """[(op, lhs - rhs as a sympy expression)] of a loop-free constraint component, else None."""
-    # deferred: sympy takes ~1 s to import; only deduplication uses it
     import sympy
 
     out = []
@@ -161,7 +159,6 @@ def z3_equivalent(a: str, b: str) -> bool:
     check). False when z3 is not installed or a component is not plain linear arithmetic."""
     if not HAVE_Z3:
         return False
-    # deferred: z3 is optional (HAVE_Z3), not a dependency
     import z3
 
     ca, cb = _sympy_constraints(a), _sympy_constraints(b)

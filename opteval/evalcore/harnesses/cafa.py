@@ -73,7 +73,6 @@ def clean_code(code: str) -> str:
 def _linearize(expr: str) -> str | None:
     """``a/b <= c`` -> ``a - c*b <= 0`` (sympy, denominator assumed positive as in CAFA); an
     objective is expanded. None keeps the line (anything but plain arithmetic over names)."""
-    # deferred: sympy takes ~1 s to import; only simplify_code uses it
     import sympy
 
     m = re.match(r"^(.*?)(<=|>=|==)(.*)$", expr)

@@ -40,8 +40,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
-import httpx
-
 from opteval.evalcore.harnesses._common import (
     BudgetSpent,
     Meter,
@@ -59,7 +57,6 @@ from opteval.evalcore.models.base import Message, ModelError
 from opteval.evalcore.problems import ProblemSpec
 from opteval.evalcore.records import STATUS_SUBMITTED, CallRecord, Submission, Trajectory
 from opteval.evalcore.sandbox.types import ExecResult
-from opteval.evalcore.solvers import prompt_list
 
 PROMPTS = "semopt"
 LEVELS = ("root", "strategy", "model", "code")
@@ -212,7 +209,6 @@ class LLMCritic:
     def __init__(self, spec: CriticSpec, ctx: HarnessContext, meter: Meter, harness: str) -> None:
         self.main = self.meter = meter
         if spec.model:  # another model: its own Meter on the same trajectory (calls and transcript)
-            # deferred: looked up per call (tests patch models.make_model)
             from opteval.evalcore.models import make_model
 
             self.meter = Meter(replace(ctx, model=make_model(dict(spec.model))), meter.traj, harness)
@@ -248,6 +244,8 @@ class RewardModelCritic:
         self.spec, self.meter = spec, meter
 
     async def score(self, problem: ProblemSpec, code: str, turn: int) -> tuple[float, str | None]:
+        import httpx
+
         spent = self.meter.exhausted()
         if spent:
             raise BudgetSpent(spent)
@@ -334,7 +332,6 @@ class SemOPT(TrajectoryHarness):
                         turn: int, origin: int) -> Candidate:
         """Run, reflect, score one solver code; ``origin`` is the transcript entry of the call
         that wrote it (annotated when the evaluation itself made no call)."""
-        # deferred: only evaluating a candidate needs extraction
         from opteval.evalcore.extraction import extract_code
 
         calls_before = len(run.traj.transcript)
@@ -386,7 +383,6 @@ class SemOPT(TrajectoryHarness):
 
     def _failure(self, run: _Run, result: ExecResult) -> str | None:
         """Why this run gave no objective value (the reflection feedback), or None when it did."""
-        # deferred: only a failed run's feedback parses the submission
         from opteval.evalcore.grading import parse_submission
 
         shown = tail(observation(result), run.ctx.budgets.summary_chars)
@@ -503,6 +499,8 @@ def _user(text: str) -> Message:
 
 
 def _solvers(ctx: HarnessContext) -> str:
+    from opteval.evalcore.solvers import prompt_list
+
     return prompt_list(ctx.solvers)
 
 
@@ -513,7 +511,6 @@ def _head(text: str, limit: int) -> str:
 def _body(node: Node) -> str:
     """What a sibling shows: a program's code, or the node's text."""
     if node.level == CODE:
-        # deferred: only a code node's sibling text needs extraction
         from opteval.evalcore.extraction import extract_code
 
         return extract_code(node.text, "submit") or node.text
