@@ -377,10 +377,9 @@ class Ledger(ManifestMixin):
         dataset = self._dataset()
         if dataset is None:
             return
-        for path in dataset.files:
-            one = ds.dataset([path], schema=dataset.schema, format="parquet", filesystem=self.fs)
-            yield from one.to_batches(columns=columns, filter=filter, batch_size=batch_rows,
-                                      batch_readahead=1, fragment_readahead=1)
+        for fragment in dataset.get_fragments():
+            yield from fragment.to_batches(schema=dataset.schema, columns=columns, filter=filter,
+                                           batch_size=batch_rows, batch_readahead=1)
 
     def _dataset(self) -> ds.Dataset | None:
         files = self.files()
